@@ -1,0 +1,68 @@
+#include "core/thread_pool.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+namespace moe {
+namespace {
+
+// About 50-100 microseconds of polling before a worker sleeps.
+constexpr int kSpinIterations = 20000;
+
+}  // namespace
+
+int ThreadPool::default_threads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? int(n) : 1;
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : default_threads()) {
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::dispatch(Job job, void* ctx) {
+  if (n_threads_ == 1) {
+    job(ctx, 0, 1);
+    return;
+  }
+  job_ = job;
+  ctx_ = ctx;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  job(ctx, 0, n_threads_);
+  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+}
+
+void ThreadPool::worker(int index) {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+      _mm_pause();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    while (gen == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    if (stop_.load(std::memory_order_acquire)) return;
+    job_(ctx_, index, n_threads_);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,40 @@
+#pragma once
+// Causal attention over a paged KV cache, flash-style (online softmax, one pass over the
+// keys). One kernel covers GQA (separate K and V per KV head) and DeepSeek's absorbed MLA
+// (one latent row per position that serves as the key and whose first dv values are the
+// value; every query head shares it: n_kv_heads = 1).
+#include <cstdint>
+
+namespace moe {
+
+class ThreadPool;
+
+// Positions [0, n) of one sequence: position p lives in blocks[p / block_size] at row
+// p % block_size. Rows are row_stride floats apart inside a block.
+struct KvView {
+  const float* const* blocks = nullptr;
+  int64_t block_size = 0;
+  int64_t row_stride = 0;
+};
+
+struct AttentionShape {
+  int n_q_heads = 0;
+  int n_kv_heads = 0;        // query head h uses kv head h / (n_q_heads / n_kv_heads)
+  int64_t dk = 0;            // query/key dims per head
+  int64_t dv = 0;            // value dims per head
+  int64_t k_offset = 0;      // floats from the row start to kv head 0's key
+  int64_t k_head_stride = 0; // floats between kv heads' keys in a row
+  int64_t v_offset = 0;      // floats from the row start to kv head 0's value
+  int64_t v_head_stride = 0; // floats between kv heads' values in a row
+  float scale = 1.0f;        // applied to q.k
+};
+
+// q: f32 [n_tokens, n_q_heads, dk] (token rows q_stride floats apart);
+// out: f32 [n_tokens, n_q_heads, dv] (rows out_stride floats apart).
+// Token i is at position pos0 + i and attends to positions [0, pos0 + i].
+void attention(const AttentionShape& s, const float* q, int64_t q_stride, int64_t n_tokens,
+               int64_t pos0, const KvView& kv, float* out, int64_t out_stride, ThreadPool& pool);
+void attention_ref(const AttentionShape& s, const float* q, int64_t q_stride, int64_t n_tokens,
+                   int64_t pos0, const KvView& kv, float* out, int64_t out_stride);
+
+}  // namespace moe

@@ -1,0 +1,51 @@
+#pragma once
+// Tensor element types with the numeric ids and block layouts GGUF files use.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace moe {
+
+enum class GgmlType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  BF16 = 30,
+};
+
+struct GgmlTypeTraits {
+  GgmlType type;
+  std::string_view name;   // as llama.cpp prints it: "q4_K", "bf16", ...
+  int64_t block_size;      // elements per block
+  size_t block_bytes;      // bytes per block
+  bool supported;          // moengine can compute with it (others are only recognised)
+};
+
+// Traits of a known type id, or nullopt for an id no GGUF writer uses.
+std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id);
+const GgmlTypeTraits& traits(GgmlType type);
+
+inline std::string_view type_name(GgmlType t) { return traits(t).name; }
+
+// Bytes of a row of n elements; n must be a multiple of the block size.
+inline size_t row_bytes(GgmlType t, int64_t n) {
+  const auto& tr = traits(t);
+  return size_t(n / tr.block_size) * tr.block_bytes;
+}
+
+// Parses "f32", "q8_0", "Q4_K", ... (case-insensitive) into a supported type.
+std::optional<GgmlType> parse_type_name(std::string_view name);
+
+}  // namespace moe

@@ -1,0 +1,55 @@
+#include "core/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+#include <vector>
+
+namespace moe {
+namespace {
+
+TEST(ThreadPool, RunCallsEveryThreadOnce) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> calls(3);
+  for (int round = 0; round < 1000; ++round) {
+    pool.run([&](int i, int n) {
+      ASSERT_EQ(n, 3);
+      calls[i].fetch_add(1);
+    });
+  }
+  for (auto& c : calls) EXPECT_EQ(c.load(), 1000);
+}
+
+TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
+  ThreadPool pool(2);
+  for (int64_t n : {1, 7, 64, 1000, 4097}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallel_for(n, 13, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+  }
+}
+
+TEST(ThreadPool, SingleThreadRunsInline) {
+  ThreadPool pool(1);
+  int64_t sum = 0;
+  pool.parallel_for(100, 10, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum, 4950);
+}
+
+TEST(ThreadPool, WorkersWakeAfterSleeping) {
+  ThreadPool pool(2);
+  std::atomic<int> count{0};
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    pool.run([&](int, int) { count.fetch_add(1); });
+  }
+  EXPECT_EQ(count.load(), 6);
+}
+
+}  // namespace
+}  // namespace moe

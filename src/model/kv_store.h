@@ -1,0 +1,39 @@
+#pragma once
+// Memory of a paged KV cache: for every layer, n_blocks blocks of block_size positions,
+// each position a row of row_floats floats (MLA: latent + rope key; GQA: keys then values
+// of every KV head). Which blocks a sequence owns is decided by its caller (the engine's
+// block manager, or generate's simple allocator); the model only reads and writes rows
+// through a sequence's block table.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace moe {
+
+class KvStore {
+ public:
+  KvStore(int64_t n_layers, int64_t row_floats, int64_t block_size, int64_t n_blocks);
+
+  int64_t n_layers() const { return n_layers_; }
+  int64_t row_floats() const { return row_floats_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  size_t bytes() const { return data_.size() * sizeof(float); }
+
+  float* row(int64_t layer, int32_t block, int64_t offset) {
+    return data_.data() + ((layer * n_blocks_ + block) * block_size_ + offset) * row_floats_;
+  }
+  // Block pointers of one layer for a block table, in the form the attention kernel reads.
+  void view(int64_t layer, const std::vector<int32_t>& table, std::vector<const float*>& pointers,
+            KvView& out);
+
+  // Positions a table of n blocks holds.
+  int64_t capacity(size_t n_table_blocks) const { return int64_t(n_table_blocks) * block_size_; }
+
+ private:
+  int64_t n_layers_, row_floats_, block_size_, n_blocks_;
+  std::vector<float> data_;
+};
+
+}  // namespace moe

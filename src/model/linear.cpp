@@ -1,0 +1,56 @@
+#include "model/linear.h"
+
+#include <algorithm>
+
+#include "core/thread_pool.h"
+
+namespace moe {
+namespace {
+
+struct Chunk {
+  int32_t proj;
+  int64_t row_begin;
+  int64_t row_end;
+};
+
+// Enough chunks to keep every thread busy, each a run of rows streamed contiguously.
+int64_t chunk_rows(const std::vector<Projection>& ps, int n_threads) {
+  int64_t total = 0;
+  for (const auto& p : ps) total += p.w.rows;
+  const int64_t target = std::max<int64_t>(16, total / (int64_t(n_threads) * 8));
+  return (target + 15) / 16 * 16;
+}
+
+}  // namespace
+
+void Projector::run(const std::vector<Projection>& ps, int64_t n_tokens, ThreadPool& pool) {
+  if (packed_.size() < ps.size()) packed_.resize(ps.size());
+  pool.parallel_for(int64_t(ps.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const Projection& p = ps[size_t(i)];
+      packed_[size_t(i)].pack(p.w.type, p.x, n_tokens, p.w.cols, p.ldx);
+    }
+  });
+  const int64_t step = chunk_rows(ps, pool.size());
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    for (int64_t r = 0; r < ps[i].w.rows; r += step) {
+      chunks.push_back({int32_t(i), r, std::min(r + step, ps[i].w.rows)});
+    }
+  }
+  pool.parallel_for(int64_t(chunks.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const Chunk& c = chunks[size_t(i)];
+      const Projection& p = ps[size_t(c.proj)];
+      matmul_rows(p.w, packed_[size_t(c.proj)], p.y, p.ldy, c.row_begin, c.row_end);
+    }
+  });
+}
+
+void Projector::run(const QMatrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens,
+                    ThreadPool& pool) {
+  one_.assign(1, Projection{w, x, ldx, y, ldy});
+  run(one_, n_tokens, pool);
+}
+
+}  // namespace moe

@@ -1,0 +1,36 @@
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace moe {
+
+std::unique_ptr<Model> Model::load(const std::string& path, const std::function<void(double)>& progress) {
+  auto file = std::make_unique<GgufFile>(path);
+  ModelConfig config = ModelConfig::from_gguf(*file);
+  const GgufFile& f = *file;
+  std::unique_ptr<Model> model =
+      config.arch == Arch::Deepseek2 ? make_deepseek2(std::move(file), config) : make_qwen3_moe(std::move(file), config);
+
+  // Read every weight page now, so the first request does not pay for the disk and the
+  // user sees progress while a large file comes in.
+  f.prefetch();
+  const auto& tensors = f.tensors();
+  uint64_t total = 0, done = 0;
+  for (const auto& t : tensors) total += t.n_bytes;
+  volatile uint8_t sink = 0;
+  for (const auto& t : tensors) {
+    const uint8_t* p = f.tensor_data(t);
+    for (size_t off = 0; off < t.n_bytes; off += 4096) sink = sink + p[off];
+    done += t.n_bytes;
+    if (progress && total > 0) progress(double(done) / double(total));
+  }
+  return model;
+}
+
+KvStore Model::make_kv_store(int64_t block_size, int64_t n_blocks) const {
+  return KvStore(config_.n_layer, config_.kv_row_floats(), block_size, n_blocks);
+}
+
+}  // namespace moe

@@ -1,0 +1,67 @@
+#pragma once
+// A loaded model: config, weights mapped from the GGUF file, and the forward pass of its
+// architecture over a step of tokens from one or more sequences.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/gguf.h"
+#include "model/kv_store.h"
+#include "model/model_config.h"
+
+namespace moe {
+
+class ThreadPool;
+
+// One sequence's share of a step: n_tokens new tokens at positions pos0.. whose KV rows
+// are written into (and attention reads from) the blocks of block_table.
+struct SeqSlice {
+  const std::vector<int32_t>* block_table = nullptr;
+  int64_t pos0 = 0;
+  int64_t n_tokens = 0;
+  bool all_logits = false;  // logits for every token, else only for the last one
+};
+
+struct Step {
+  std::vector<int32_t> tokens;  // all sequences' new tokens, slice after slice
+  std::vector<SeqSlice> seqs;
+  int64_t n_logit_rows() const;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Maps the file, checks metadata and every tensor's shape and type. progress(fraction)
+  // is called while weights are read in.
+  static std::unique_ptr<Model> load(const std::string& path,
+                                     const std::function<void(double)>& progress = {});
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& file() const { return *file_; }
+
+  // Runs the step; writes f32 logits [step.n_logit_rows(), n_vocab] in slice order.
+  virtual void forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) = 0;
+
+  KvStore make_kv_store(int64_t block_size, int64_t n_blocks) const;
+  // Weight bytes read per decoded token (attention, dense and shared FFNs, n_used routed
+  // experts per MoE layer, the output head): the numerator of the decode roofline.
+  uint64_t active_bytes_per_token() const { return active_bytes_; }
+  uint64_t total_weight_bytes() const { return total_bytes_; }
+
+ protected:
+  Model(std::unique_ptr<GgufFile> file, ModelConfig config)
+      : file_(std::move(file)), config_(std::move(config)) {}
+
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig config_;
+  uint64_t active_bytes_ = 0;
+  uint64_t total_bytes_ = 0;
+};
+
+std::unique_ptr<Model> make_deepseek2(std::unique_ptr<GgufFile> file, ModelConfig config);
+std::unique_ptr<Model> make_qwen3_moe(std::unique_ptr<GgufFile> file, ModelConfig config);
+
+}  // namespace moe

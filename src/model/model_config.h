@@ -1,0 +1,59 @@
+#pragma once
+// Hyper-parameters of a model, read from GGUF metadata (`<arch>.*` keys as llama.cpp's
+// converter writes them) and checked for consistency before any tensor is touched.
+#include <cstdint>
+#include <string>
+
+#include "kernels/ops.h"
+#include "moe/gating.h"
+
+namespace moe {
+
+class GgufFile;
+
+enum class Arch { Deepseek2, Qwen3Moe };
+
+struct ModelConfig {
+  Arch arch = Arch::Deepseek2;
+  std::string arch_name;      // general.architecture
+  std::string name;           // general.name (may be empty)
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_ctx_train = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;      // qwen3moe GQA heads
+  int64_t head_dim = 0;       // qwen3moe per-head q/k/v dims
+  float rms_eps = 1e-6f;
+
+  // deepseek2 (MLA)
+  int64_t q_lora_rank = 0;    // 0: queries projected directly (V2-Lite)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_dim = 0;
+  int64_t qk_rope_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t n_dense_lead = 0;   // leading layers with a dense FFN
+  int64_t n_ff_dense = 0;
+  int64_t n_shared_experts = 0;
+  float kq_scale = 0.0f;      // attention logit scale (YaRN mscale folded in)
+
+  // MoE
+  int64_t n_ff_expert = 0;
+  GatingConfig gating;
+
+  RopeParams rope;
+  RopeStyle rope_style = RopeStyle::Interleaved;
+
+  // Special tokens from the tokenizer metadata (-1 when absent).
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+
+  bool is_moe_layer(int64_t layer) const { return layer >= n_dense_lead; }
+  // Floats per position and layer in the KV cache.
+  int64_t kv_row_floats() const;
+
+  static ModelConfig from_gguf(const GgufFile& file);
+  std::string summary() const;
+};
+
+}  // namespace moe

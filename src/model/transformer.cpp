@@ -1,0 +1,166 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/quant.h"
+
+namespace moe {
+namespace {
+
+size_t matrix_bytes(const QMatrix& m) { return m.data ? size_t(m.rows) * m.row_stride : 0; }
+size_t ffn_bytes(const FfnWeights& w) { return matrix_bytes(w.gate) + matrix_bytes(w.up) + matrix_bytes(w.down); }
+
+FfnWeights load_ffn(const TensorTable& t, int64_t layer, const char* suffix, int64_t n_embd, int64_t n_ff) {
+  const std::string s = suffix;
+  return FfnWeights{t.require(layer_tensor(layer, ("ffn_gate" + s + ".weight").c_str()), {n_embd, n_ff}).matrix(),
+                    t.require(layer_tensor(layer, ("ffn_up" + s + ".weight").c_str()), {n_embd, n_ff}).matrix(),
+                    t.require(layer_tensor(layer, ("ffn_down" + s + ".weight").c_str()), {n_ff, n_embd}).matrix()};
+}
+
+}  // namespace
+
+int64_t Step::n_logit_rows() const {
+  int64_t n = 0;
+  for (const auto& s : seqs) n += s.all_logits ? s.n_tokens : (s.n_tokens > 0 ? 1 : 0);
+  return n;
+}
+
+Transformer::Transformer(std::unique_ptr<GgufFile> file, ModelConfig config)
+    : Model(std::move(file), std::move(config)) {}
+
+void Transformer::finish_load(const TensorTable& t) {
+  ModelConfig& c = config_;
+  const GgufTensorInfo* embd = file_->find_tensor("token_embd.weight");
+  if (!embd) fail("{}: tensor 'token_embd.weight' is missing", file_->path());
+  if (c.n_vocab == 0 && embd->ne.size() == 2) c.n_vocab = embd->ne[1];
+  token_embd_ = t.require("token_embd.weight", {c.n_embd, c.n_vocab});
+  output_norm_ = t.require("output_norm.weight", {c.n_embd});
+  output_norm_.f32();
+  output_ = t.optional("output.weight", {c.n_embd, c.n_vocab});
+  if (!output_) output_ = token_embd_;  // tied embeddings
+
+  const int64_t n_exp = c.gating.n_experts;
+  uint64_t active = matrix_bytes(output_.matrix());
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    attn_norm_.push_back(t.require(layer_tensor(l, "attn_norm.weight"), {c.n_embd}));
+    attn_norm_.back().f32();
+    FfnLayerWeights f;
+    f.norm = t.require(layer_tensor(l, "ffn_norm.weight"), {c.n_embd});
+    f.norm.f32();
+    if (!c.is_moe_layer(l)) {
+      f.dense = load_ffn(t, l, "", c.n_embd, c.n_ff_dense);
+      active += ffn_bytes(f.dense);
+    } else {
+      f.router = t.require(layer_tensor(l, "ffn_gate_inp.weight"), {c.n_embd, n_exp});
+      f.router_bias = t.optional(layer_tensor(l, "exp_probs_b.bias"), {n_exp});
+      if (f.router_bias) f.router_bias.f32();
+      f.gate_exps = t.require(layer_tensor(l, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, n_exp});
+      f.up_exps = t.require(layer_tensor(l, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, n_exp});
+      f.down_exps = t.require(layer_tensor(l, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, n_exp});
+      if (c.n_shared_experts > 0) {
+        f.shared = load_ffn(t, l, "_shexp", c.n_embd, c.n_ff_expert * c.n_shared_experts);
+        active += ffn_bytes(f.shared);
+      }
+      active += matrix_bytes(f.router.matrix());
+      active += uint64_t(c.gating.n_used) *
+                ffn_bytes({f.gate_exps.slice(0), f.up_exps.slice(0), f.down_exps.slice(0)});
+    }
+    active += attention_bytes(l);
+    ffn_.push_back(f);
+  }
+  active_bytes_ = active;
+  total_bytes_ = t.bytes_used();
+}
+
+void Transformer::embed(const std::vector<int32_t>& tokens, float* x) const {
+  const int64_t n_embd = config_.n_embd;
+  const size_t rb = row_bytes(token_embd_.type, n_embd);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t id = tokens[i];
+    if (id < 0 || id >= config_.n_vocab) fail("token id {} is outside the vocabulary (0..{})", id, config_.n_vocab - 1);
+    dequantize_row(token_embd_.type, token_embd_.data + size_t(id) * rb, x + int64_t(i) * n_embd, n_embd);
+  }
+}
+
+void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const FfnLayerWeights& f = ffn_[size_t(layer)];
+  const int64_t n_embd = c.n_embd;
+  float* h = h_.data();
+  for (int64_t t = 0; t < n_tokens; ++t) rms_norm(x + t * n_embd, f.norm.f32(), h + t * n_embd, n_embd, c.rms_eps);
+
+  ffn_runner_.reset(n_tokens, n_embd);
+  if (!c.is_moe_layer(layer)) {
+    for (int64_t t = 0; t < n_tokens; ++t) ffn_runner_.add(f.dense, int32_t(t), 1.0f);
+  } else {
+    const int n_exp = c.gating.n_experts, k = c.gating.n_used;
+    router_logits_.resize(size_t(n_tokens * n_exp));
+    route_ids_.resize(size_t(n_tokens * k));
+    route_weights_.resize(size_t(n_tokens * k));
+    route_scratch_.resize(size_t(2 * n_exp));
+    projector_.run(f.router.matrix(), h, n_embd, router_logits_.data(), n_exp, n_tokens, pool);
+    const float* bias = f.router_bias ? f.router_bias.f32() : nullptr;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      int32_t* ids = route_ids_.data() + t * k;
+      float* w = route_weights_.data() + t * k;
+      route_token(c.gating, router_logits_.data() + t * n_exp, bias, ids, w, route_scratch_.data());
+      for (int i = 0; i < k; ++i) {
+        ffn_runner_.add({f.gate_exps.slice(ids[i]), f.up_exps.slice(ids[i]), f.down_exps.slice(ids[i])},
+                        int32_t(t), w[i]);
+      }
+      if (f.shared.gate.data) ffn_runner_.add(f.shared, int32_t(t), 1.0f);
+    }
+  }
+  ffn_runner_.run(h, n_embd, ffn_out_.data(), n_embd, pool);
+  for (int64_t i = 0; i < n_tokens * n_embd; ++i) x[i] += ffn_out_[size_t(i)];
+}
+
+void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t n_tokens = int64_t(step.tokens.size());
+  const int64_t n_embd = c.n_embd;
+  if (n_tokens == 0) return;
+  int64_t covered = 0;
+  positions_.clear();
+  for (const SeqSlice& s : step.seqs) {
+    if (s.n_tokens <= 0) continue;
+    if (!s.block_table || kv.capacity(s.block_table->size()) < s.pos0 + s.n_tokens) {
+      fail("forward: a sequence needs {} KV positions but its block table holds {}", s.pos0 + s.n_tokens,
+           s.block_table ? kv.capacity(s.block_table->size()) : 0);
+    }
+    for (int64_t i = 0; i < s.n_tokens; ++i) positions_.push_back(int32_t(s.pos0 + i));
+    covered += s.n_tokens;
+  }
+  if (covered != n_tokens) fail("forward: slices cover {} tokens but the step has {}", covered, n_tokens);
+
+  x_.resize(size_t(n_tokens * n_embd));
+  h_.resize(size_t(n_tokens * n_embd));
+  ffn_out_.resize(size_t(n_tokens * n_embd));
+  embed(step.tokens, x_.data());
+  rope_.build(c.rope, positions_.data(), n_tokens);
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    float* h = h_.data();
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      rms_norm(x_.data() + t * n_embd, attn_norm_[size_t(l)].f32(), h + t * n_embd, n_embd, c.rms_eps);
+    }
+    attention(l, step, h, x_.data(), kv, pool);
+    ffn_block(l, n_tokens, x_.data(), pool);
+  }
+
+  // Final norm only for the rows whose logits are wanted.
+  int64_t row = 0, offset = 0;
+  for (const SeqSlice& s : step.seqs) {
+    if (s.n_tokens <= 0) continue;
+    const int64_t first = s.all_logits ? 0 : s.n_tokens - 1;
+    for (int64_t i = first; i < s.n_tokens; ++i, ++row) {
+      rms_norm(x_.data() + (offset + i) * n_embd, output_norm_.f32(), h_.data() + row * n_embd, n_embd, c.rms_eps);
+    }
+    offset += s.n_tokens;
+  }
+  projector_.run(output_.matrix(), h_.data(), n_embd, logits, c.n_vocab, row, pool);
+}
+
+}  // namespace moe

@@ -1,0 +1,67 @@
+#pragma once
+// The parts every supported architecture shares: token embedding, RMSNorm, the MoE block
+// (router, routed + shared experts, or a dense FFN), the output head and the step loop.
+// An architecture supplies its weights and its attention block.
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/linear.h"
+#include "model/model.h"
+#include "model/weights.h"
+#include "moe/ffn_jobs.h"
+
+namespace moe {
+
+struct FfnLayerWeights {
+  Tensor norm;           // f32 [n_embd]
+  FfnWeights dense;      // dense layers (gate.data == nullptr on MoE layers)
+  Tensor router;         // [n_embd, n_experts]
+  Tensor router_bias;    // f32 [n_experts] (DeepSeek-V3 exp_probs_b), optional
+  Tensor gate_exps;      // [n_embd, n_ff_expert, n_experts]
+  Tensor up_exps;        // [n_embd, n_ff_expert, n_experts]
+  Tensor down_exps;      // [n_ff_expert, n_embd, n_experts]
+  FfnWeights shared;     // shared experts (gate.data == nullptr when none)
+};
+
+class Transformer : public Model {
+ public:
+  void forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) override;
+
+ protected:
+  Transformer(std::unique_ptr<GgufFile> file, ModelConfig config);
+
+  // Loads embedding, output and every layer's norms and FFN weights, and sums the bytes
+  // read per token; architectures call it at the end of their constructor, after loading
+  // their attention weights.
+  void finish_load(const TensorTable& table);
+
+  // Adds the attention block's output for all step tokens to x. `h` holds the normed
+  // input [T, n_embd]; rope tables are built for the step's positions.
+  virtual void attention(int64_t layer, const Step& step, const float* h, float* x, KvStore& kv,
+                         ThreadPool& pool) = 0;
+  // Bytes of one layer's attention weights (for the roofline).
+  virtual uint64_t attention_bytes(int64_t layer) const = 0;
+
+  const RopeTable& rope() const { return rope_; }
+  const std::vector<int32_t>& positions() const { return positions_; }
+  Projector& projector() { return projector_; }
+
+  Tensor token_embd_;   // [n_embd, n_vocab]
+  Tensor output_norm_;  // f32 [n_embd]
+  Tensor output_;       // [n_embd, n_vocab]
+  std::vector<Tensor> attn_norm_;  // f32 [n_embd] per layer
+  std::vector<FfnLayerWeights> ffn_;
+
+ private:
+  void ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPool& pool);
+  void embed(const std::vector<int32_t>& tokens, float* x) const;
+
+  Projector projector_;
+  FfnRunner ffn_runner_;
+  RopeTable rope_;
+  std::vector<int32_t> positions_;
+  std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_;
+  std::vector<int32_t> route_ids_;
+};
+
+}  // namespace moe

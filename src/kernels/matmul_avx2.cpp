@@ -1,0 +1,240 @@
+// AVX2 + FMA + F16C kernels for float weights and the 32-element block types (q8_0, q4_0,
+// q5_0), and the AVX2 activation packer. k-quants live in matmul_avx2_k.cpp.
+#include <cstring>
+
+#include "kernels/matmul_avx2.h"
+#include "kernels/matmul_impl.h"
+#include "kernels/quant_blocks.h"
+
+namespace moe::mm {
+namespace {
+
+using namespace avx2;
+
+// ---- float weights: f32 activations, weights widened 8 at a time ----------------------
+
+struct F32Load {
+  MOE_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+  MOE_AVX2_INLINE static float load1(const uint8_t* row, int64_t i) {
+    return reinterpret_cast<const float*>(row)[i];
+  }
+};
+
+struct F16Load {
+  MOE_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+  MOE_AVX2_INLINE static float load1(const uint8_t* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    return half_to_float(h);
+  }
+};
+
+struct BF16Load {
+  MOE_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t i) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+  MOE_AVX2_INLINE static float load1(const uint8_t* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    const uint32_t bits = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+};
+
+template <class L>
+struct FloatKernel {
+  static constexpr int kGemvRows = 4, kRows = 4, kTokens = 3;
+
+  template <int R, int T>
+  MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
+                            int64_t ldy) {
+    const uint8_t* wr[R];
+    const float* a[T];
+    for (int r = 0; r < R; ++r) wr[r] = w.row(row + r);
+    for (int t = 0; t < T; ++t) a[t] = f32_view(x, tok + t);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const int64_t n8 = w.cols / 8 * 8;
+    for (int64_t i = 0; i < n8; i += 8) {
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256 wv = L::load8(wr[r], i);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[t] + i), acc[r][t]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        float tail = 0;
+        for (int64_t i = n8; i < w.cols; ++i) tail += L::load1(wr[r], i) * a[t][i];
+        y[(tok + t) * ldy + row + r] = hsum(acc[r][t]) + tail;
+      }
+    }
+  }
+};
+
+// ---- 32-element blocks against q8 activations ------------------------------------------
+// Per block and (row, token): 32 code products summed exactly in int32, then one FMA with
+// the product of the two scales. q8_0 codes are signed, so they go through the usual
+// abs/sign trick to fit maddubs (unsigned x signed); q4_0/q5_0 codes are kept unsigned
+// (0..15, 0..31) and their -8/-16 offset is folded in with the activation block's code sum.
+
+struct Q8_0Codes {
+  using Block = BlockQ8_0;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  MOE_AVX2_INLINE static __m256i codes(const Block& b) { return load(b.qs); }
+};
+
+struct Q4_0Codes {
+  using Block = BlockQ4_0;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 8;
+  MOE_AVX2_INLINE static __m256i codes(const Block& b) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+  }
+};
+
+struct Q5_0Codes {
+  using Block = BlockQ5_0;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 16;
+  MOE_AVX2_INLINE static __m256i codes(const Block& b) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m256i lo4 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+    // Byte i takes bit i of qh: spread the 4 bytes of qh over 8 lanes each, keep the bit.
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(int(qh)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(lo4, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+  }
+};
+
+template <class C>
+struct Q8x32Kernel {
+  static constexpr int kGemvRows = 4, kRows = 4, kTokens = 2;
+
+  template <int R, int T>
+  MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
+                            int64_t ldy) {
+    using Block = typename C::Block;
+    const Block* wr[R];
+    Q8x32View a[T];
+    for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(w.row(row + r));
+    for (int t = 0; t < T; ++t) a[t] = q8x32_view(x, tok + t);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const int64_t nb = w.cols / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i offset[T];
+      if constexpr (C::kOffset != 0) {
+        // Adding -s * offset / 8 to each of the 8 lanes subtracts offset * s in total.
+        for (int t = 0; t < T; ++t) offset[t] = _mm256_set1_epi32(-a[t].s[b] * (C::kOffset / 8));
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256i q = C::codes(wr[r][b]);
+        const __m256i u = C::kSigned ? _mm256_sign_epi8(q, q) : q;
+        const float dw = half_to_float(wr[r][b].d);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          __m256i av = load(a[t].qs + 32 * b);
+          if constexpr (C::kSigned) av = _mm256_sign_epi8(av, q);
+          __m256i p = dot_u8s8(u, av);
+          if constexpr (C::kOffset != 0) p = _mm256_add_epi32(p, offset[t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[t].d[b]), acc[r][t]);
+        }
+      }
+    }
+    store_tile(acc, y, ldy, row, tok);
+  }
+};
+
+template <class K>
+void rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  run_tiles<K>(w, x, y, ldy, r0, r1);
+}
+
+// ---- activation packing -----------------------------------------------------------------
+
+MOE_AVX2_INLINE float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// 32 floats times id, rounded to nearest even (the MXCSR default, as nearbyint), to int8.
+MOE_AVX2_INLINE __m256i quantize32(const float* x, __m256 id) {
+  const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+  const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), id));
+  const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), id));
+  const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), id));
+  // The packs interleave 128-bit lanes; the permute restores element order.
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  const __m256i q = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  return _mm256_max_epi8(q, _mm256_set1_epi8(-127));
+}
+
+}  // namespace
+
+MOE_AVX2 void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l) {
+  int8_t* qs = reinterpret_cast<int8_t*>(token);
+  float* d = reinterpret_cast<float*>(token + l.scales_at);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < n / block; ++b) {
+    const float* xb = x + b * block;
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < block; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), abs_mask));
+    const float amax = hmax(m);
+    const float id = amax != 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    for (int i = 0; i < block; i += 32) {
+      const __m256i q = quantize32(xb + i, vid);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * block + i), q);
+      // Sums of 8 codes each via sad on the codes offset to unsigned (+128 per code).
+      const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+      const __m128i lo = _mm256_castsi256_si128(sad), hi = _mm256_extracti128_si256(sad, 1);
+      const int s0 = _mm_cvtsi128_si32(_mm_add_epi64(lo, _mm_unpackhi_epi64(lo, lo))) - 2048;
+      const int s1 = _mm_cvtsi128_si32(_mm_add_epi64(hi, _mm_unpackhi_epi64(hi, hi))) - 2048;
+      if (block == 32) {
+        reinterpret_cast<int32_t*>(token + l.sums_at)[b] = s0 + s1;
+      } else {
+        int16_t* bs = reinterpret_cast<int16_t*>(token + l.sums_at) + (b * block + i) / 16;
+        bs[0] = int16_t(s0);
+        bs[1] = int16_t(s1);
+      }
+    }
+  }
+}
+
+RowsFn avx2_rows(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return rows<FloatKernel<F32Load>>;
+    case GgmlType::F16: return rows<FloatKernel<F16Load>>;
+    case GgmlType::BF16: return rows<FloatKernel<BF16Load>>;
+    case GgmlType::Q8_0: return rows<Q8x32Kernel<Q8_0Codes>>;
+    case GgmlType::Q4_0: return rows<Q8x32Kernel<Q4_0Codes>>;
+    case GgmlType::Q5_0: return rows<Q8x32Kernel<Q5_0Codes>>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace moe::mm

@@ -1,0 +1,46 @@
+#pragma once
+// Helpers shared by the AVX2 kernel files. Every function carries its own target
+// attribute: the project is compiled for baseline x86-64, and a file-wide
+// `#pragma GCC target` would also compile inline library code (std::vector, ...) for
+// AVX2, which the linker could then hand to the baseline callers.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#define MOE_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define MOE_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace moe::mm::avx2 {
+
+MOE_AVX2_INLINE float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 8 int32 lanes whose sum is the dot product of 32 unsigned bytes u with 32 signed bytes s.
+// maddubs adds adjacent u8*s8 products into int16 with saturation, so callers keep
+// |u| * |s| * 2 below 32768 (u <= 128 with s in [-127, 127] is safe).
+MOE_AVX2_INLINE __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// Same, with each int16 pair sum weighted by the int16 lanes of `scale` (k-quant scales).
+MOE_AVX2_INLINE __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scale) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale);
+}
+
+MOE_AVX2_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+MOE_AVX2_INLINE __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Writes acc[r][t] (reduced) to y[(tok + t) * ldy + row + r].
+template <int R, int T>
+MOE_AVX2_INLINE void store_tile(const __m256 (&acc)[R][T], float* y, int64_t ldy, int64_t row, int64_t tok) {
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[(tok + t) * ldy + row + r] = hsum(acc[r][t]);
+  }
+}
+
+}  // namespace moe::mm::avx2

@@ -1,0 +1,140 @@
+#pragma once
+// Internals shared by the matmul code paths: where things live inside a packed
+// activation row, the per-path kernel tables, and the loop that walks a row range in
+// register tiles. Not for use outside src/kernels.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace moe::mm {
+
+// How a weight type wants its activations (see the layout comment on PackedActs).
+enum class ActFormat { F32, Q8x32, Q8x256 };
+
+inline ActFormat act_format(GgmlType w) {
+  switch (w) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: return ActFormat::Q8x32;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K: return ActFormat::Q8x256;
+    default: return ActFormat::F32;
+  }
+}
+
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Offsets inside one packed token. The int8 codes come first so block b's codes are at
+// qs + 32 b (or 256 b), 32-byte aligned; scales and sums follow on the next cache line.
+struct ActLayout {
+  int64_t scales_at = 0;
+  int64_t sums_at = 0;
+  int64_t bytes = 0;
+};
+
+inline ActLayout act_layout(ActFormat f, int64_t cols) {
+  ActLayout l;
+  if (f == ActFormat::F32) {
+    l.bytes = round_up(cols * 4, 64);
+    return l;
+  }
+  const int64_t block = f == ActFormat::Q8x32 ? 32 : 256;
+  const int64_t nb = cols / block;
+  l.scales_at = round_up(cols, 64);
+  l.sums_at = l.scales_at + nb * 4;
+  l.bytes = round_up(l.sums_at + (f == ActFormat::Q8x32 ? nb * 4 : cols / 16 * 2), 64);
+  return l;
+}
+
+// One token of q8 activations for q8_0/q4_0/q5_0 weights: block b is qs[32b..32b+31] * d[b],
+// and s[b] is the sum of its 32 codes (folds the -8/-16 offsets of q4_0/q5_0 into one add).
+struct Q8x32View {
+  const int8_t* qs;
+  const float* d;
+  const int32_t* s;
+};
+
+// One token of q8 activations for k-quants: super-block b is qs[256b..] * d[b], bsums[16b+g]
+// the sum of codes 16g..16g+15 of it (folds the k-quant mins and q6_K's -32 offset).
+struct Q8x256View {
+  const int8_t* qs;
+  const float* d;
+  const int16_t* bsums;
+};
+
+inline Q8x32View q8x32_view(const PackedActs& x, int64_t t) {
+  const uint8_t* p = x.token(t);
+  const ActLayout l = act_layout(ActFormat::Q8x32, x.cols());
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + l.scales_at),
+          reinterpret_cast<const int32_t*>(p + l.sums_at)};
+}
+
+inline Q8x256View q8x256_view(const PackedActs& x, int64_t t) {
+  const uint8_t* p = x.token(t);
+  const ActLayout l = act_layout(ActFormat::Q8x256, x.cols());
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + l.scales_at),
+          reinterpret_cast<const int16_t*>(p + l.sums_at)};
+}
+
+inline const float* f32_view(const PackedActs& x, int64_t t) {
+  return reinterpret_cast<const float*>(x.token(t));
+}
+
+// Quantizes n floats (a multiple of `block`, 32 or 256) into codes, one scale per block,
+// and per-block (block 32) or per-16 (block 256) code sums, in the layout above.
+using PackQ8Fn = void (*)(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
+
+using RowsFn = void (*)(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy,
+                        int64_t row_begin, int64_t row_end);
+
+// Kernel tables of each path; a null entry means "use the generic kernel".
+RowsFn generic_rows(GgmlType t);
+void generic_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
+RowsFn avx2_rows(GgmlType t);
+RowsFn avx2_rows_kquant(GgmlType t);
+void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
+
+// Calls the tile for exactly `n` (< kTokens) tokens, picking the instantiation at run time.
+template <class K, int R, int T>
+void tail_tokens(const QMatrix& w, int64_t r, const PackedActs& x, int64_t t, int64_t n, float* y,
+                 int64_t ldy) {
+  if constexpr (T >= 1) {
+    if (n == T) return K::template tile<R, T>(w, r, x, t, y, ldy);
+    tail_tokens<K, R, T - 1>(w, r, x, t, n, y, ldy);
+  }
+}
+
+// Walks rows [r0, r1) x all tokens in tiles. K supplies the tile sizes and
+// `template <int R, int T> static void tile(w, row, x, tok, y, ldy)` computing R rows x T
+// tokens. One token (decode) uses kGemvRows-row tiles that stream several weight rows at
+// once; more tokens use kRows x kTokens tiles so each weight block loaded into registers
+// serves several tokens, over token blocks small enough for their codes to stay in L2.
+template <class K>
+void run_tiles(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t nt = x.n_tokens();
+  if (nt == 1) {
+    int64_t r = r0;
+    for (; r + K::kGemvRows <= r1; r += K::kGemvRows) K::template tile<K::kGemvRows, 1>(w, r, x, 0, y, ldy);
+    for (; r < r1; ++r) K::template tile<1, 1>(w, r, x, 0, y, ldy);
+    return;
+  }
+  constexpr int64_t kTokenBlock = 64;
+  for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
+    const int64_t t1 = std::min(nt, t0 + kTokenBlock);
+    int64_t r = r0;
+    for (; r + K::kRows <= r1; r += K::kRows) {
+      int64_t t = t0;
+      for (; t + K::kTokens <= t1; t += K::kTokens) K::template tile<K::kRows, K::kTokens>(w, r, x, t, y, ldy);
+      if (t < t1) tail_tokens<K, K::kRows, K::kTokens - 1>(w, r, x, t, t1 - t, y, ldy);
+    }
+    for (; r < r1; ++r) {
+      int64_t t = t0;
+      for (; t + K::kTokens <= t1; t += K::kTokens) K::template tile<1, K::kTokens>(w, r, x, t, y, ldy);
+      if (t < t1) tail_tokens<K, 1, K::kTokens - 1>(w, r, x, t, t1 - t, y, ldy);
+    }
+  }
+}
+
+}  // namespace moe::mm

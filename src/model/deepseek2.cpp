@@ -94,6 +94,15 @@ class Deepseek2 final : public Transformer {
     return b;
   }
 
+  uint64_t attention_params(int64_t l) const override {
+    const MlaLayer& m = layers_[size_t(l)];
+    uint64_t n = uint64_t(m.wq_a.rows * m.wq_a.cols + m.wq.rows * m.wq.cols + m.wkv_a.rows * m.wkv_a.cols +
+                          m.wo.rows * m.wo.cols);
+    for (const auto& k : m.k_b) n += uint64_t(k.rows * k.cols);
+    for (const auto& v : m.v_b) n += uint64_t(v.rows * v.cols);
+    return n;
+  }
+
   void attention(int64_t l, const Step& step, const float* h, float* x, KvStore& kv, ThreadPool& pool) override {
     const ModelConfig& c = config_;
     const MlaLayer& m = layers_[size_t(l)];

@@ -4,6 +4,7 @@
 // of every KV head). Which blocks a sequence owns is decided by its caller (the engine's
 // block manager, or generate's simple allocator); the model only reads and writes rows
 // through a sequence's block table.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -49,6 +49,8 @@ class Model {
   // Weight bytes read per decoded token (attention, dense and shared FFNs, n_used routed
   // experts per MoE layer, the output head): the numerator of the decode roofline.
   uint64_t active_bytes_per_token() const { return active_bytes_; }
+  // Weights multiplied per token: a token costs about 2 FLOPs per active parameter.
+  uint64_t active_params_per_token() const { return active_params_; }
   uint64_t total_weight_bytes() const { return total_bytes_; }
 
  protected:
@@ -58,6 +60,7 @@ class Model {
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   uint64_t active_bytes_ = 0;
+  uint64_t active_params_ = 0;
   uint64_t total_bytes_ = 0;
 };
 

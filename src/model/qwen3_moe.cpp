@@ -46,6 +46,11 @@ class Qwen3Moe final : public Transformer {
     return bytes(g.wq) + bytes(g.wk) + bytes(g.wv) + bytes(g.wo);
   }
 
+  uint64_t attention_params(int64_t l) const override {
+    const GqaLayer& g = layers_[size_t(l)];
+    return uint64_t(g.wq.rows * g.wq.cols + g.wk.rows * g.wk.cols + g.wv.rows * g.wv.cols + g.wo.rows * g.wo.cols);
+  }
+
   void attention(int64_t l, const Step& step, const float* h, float* x, KvStore& kv, ThreadPool& pool) override {
     const ModelConfig& c = config_;
     const GqaLayer& g = layers_[size_t(l)];

@@ -11,6 +11,7 @@ namespace {
 
 size_t matrix_bytes(const QMatrix& m) { return m.data ? size_t(m.rows) * m.row_stride : 0; }
 size_t ffn_bytes(const FfnWeights& w) { return matrix_bytes(w.gate) + matrix_bytes(w.up) + matrix_bytes(w.down); }
+uint64_t ffn_params(const FfnWeights& w) { return uint64_t(3 * w.gate.rows * w.gate.cols); }
 
 FfnWeights load_ffn(const TensorTable& t, int64_t layer, const char* suffix, int64_t n_embd, int64_t n_ff) {
   const std::string s = suffix;
@@ -43,6 +44,7 @@ void Transformer::finish_load(const TensorTable& t) {
 
   const int64_t n_exp = c.gating.n_experts;
   uint64_t active = matrix_bytes(output_.matrix());
+  uint64_t params = uint64_t(c.n_embd * c.n_vocab);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     attn_norm_.push_back(t.require(layer_tensor(l, "attn_norm.weight"), {c.n_embd}));
     attn_norm_.back().f32();
@@ -52,6 +54,7 @@ void Transformer::finish_load(const TensorTable& t) {
     if (!c.is_moe_layer(l)) {
       f.dense = load_ffn(t, l, "", c.n_embd, c.n_ff_dense);
       active += ffn_bytes(f.dense);
+      params += ffn_params(f.dense);
     } else {
       f.router = t.require(layer_tensor(l, "ffn_gate_inp.weight"), {c.n_embd, n_exp});
       f.router_bias = t.optional(layer_tensor(l, "exp_probs_b.bias"), {n_exp});
@@ -62,15 +65,19 @@ void Transformer::finish_load(const TensorTable& t) {
       if (c.n_shared_experts > 0) {
         f.shared = load_ffn(t, l, "_shexp", c.n_embd, c.n_ff_expert * c.n_shared_experts);
         active += ffn_bytes(f.shared);
+        params += ffn_params(f.shared);
       }
       active += matrix_bytes(f.router.matrix());
       active += uint64_t(c.gating.n_used) *
                 ffn_bytes({f.gate_exps.slice(0), f.up_exps.slice(0), f.down_exps.slice(0)});
+      params += uint64_t(c.n_embd * n_exp) + uint64_t(c.gating.n_used) * uint64_t(3 * c.n_embd * c.n_ff_expert);
     }
     active += attention_bytes(l);
+    params += attention_params(l);
     ffn_.push_back(f);
   }
   active_bytes_ = active;
+  active_params_ = params;
   total_bytes_ = t.bytes_used();
 }
 

@@ -39,8 +39,9 @@ class Transformer : public Model {
   // input [T, n_embd]; rope tables are built for the step's positions.
   virtual void attention(int64_t layer, const Step& step, const float* h, float* x, KvStore& kv,
                          ThreadPool& pool) = 0;
-  // Bytes of one layer's attention weights (for the roofline).
+  // Bytes and parameters of one layer's attention weights (for the roofline).
   virtual uint64_t attention_bytes(int64_t layer) const = 0;
+  virtual uint64_t attention_params(int64_t layer) const = 0;
 
   const RopeTable& rope() const { return rope_; }
   const std::vector<int32_t>& positions() const { return positions_; }

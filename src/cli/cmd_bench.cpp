@@ -1,0 +1,146 @@
+// moengine bench model: prefill and decode speed of a model file, like llama-bench, with
+// the machine's measured memory bandwidth and the fraction of the decode roofline reached.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/model_loading.h"
+#include "cli/progress.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/single_sequence.h"
+#include "kernels/matmul.h"
+#include "kernels/membw.h"
+
+namespace moe::cli {
+namespace {
+
+struct BenchModelArgs {
+  std::string model;
+  int pp = 512;
+  int tg = 128;
+  int reps = 3;
+  int threads = 0;
+  bool json = false;
+};
+
+struct Stats {
+  double mean = 0, stddev = 0;
+};
+
+Stats stats(const std::vector<double>& v) {
+  Stats s;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(s.stddev / double(v.size() - 1)) : 0.0;
+  return s;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void run(const BenchModelArgs& a) {
+  if (a.pp < 1 || a.tg < 1 || a.reps < 1) fail("--pp, --tg and --reps must be at least 1");
+  auto model = load_model_with_progress(a.model);
+  const ModelConfig& c = model->config();
+  ThreadPool pool(a.threads);
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(c.n_vocab - 1));
+  std::vector<int32_t> prompt(size_t(a.pp));
+  for (auto& t : prompt) t = token(rng);
+
+  SingleSequence seq(*model, std::max(a.pp, a.tg) + 1);
+  // Warm-up: first touches of weights and buffers are not measured.
+  seq.prefill({prompt.begin(), prompt.begin() + std::min(a.pp, 16)}, false, pool);
+  seq.reset();
+
+  std::vector<double> pp_rates, tg_rates;
+  ProgressBar bar(fmt::format("bench pp{} tg{} x{}", a.pp, a.tg, a.reps));
+  for (int r = 0; r < a.reps; ++r) {
+    seq.reset();
+    auto t0 = std::chrono::steady_clock::now();
+    seq.prefill(prompt, false, pool);
+    pp_rates.push_back(a.pp / seconds_since(t0));
+    bar.update((r + 0.5) / a.reps);
+    seq.reset();
+    int32_t next = prompt[0];
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.tg; ++i) {
+      const std::vector<float>& l = seq.decode(next, pool);
+      next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    }
+    tg_rates.push_back(a.tg / seconds_since(t0));
+    bar.update((r + 1.0) / a.reps);
+  }
+  bar.done();
+
+  const double bw = measure_read_bandwidth_gbps(pool, size_t(1) << 30);
+  const double active_gb = double(model->active_bytes_per_token()) / 1e9;
+  const double roofline = bw / active_gb;
+  const Stats pp = stats(pp_rates), tg = stats(tg_rates);
+  const double gflops = 2.0 * double(model->active_params_per_token()) * pp.mean / 1e9;
+
+  if (a.json) {
+    nlohmann::json j = {{"model", a.model},
+                        {"threads", pool.size()},
+                        {"cpu", cpu_features().describe()},
+                        {"matmul_backend", matmul_backend_name()},
+                        {"pp", a.pp},
+                        {"tg", a.tg},
+                        {"reps", a.reps},
+                        {"pp_tokens_per_s", pp.mean},
+                        {"pp_stddev", pp.stddev},
+                        {"tg_tokens_per_s", tg.mean},
+                        {"tg_stddev", tg.stddev},
+                        {"prefill_gflops", gflops},
+                        {"memory_bandwidth_gbps", bw},
+                        {"active_bytes_per_token", model->active_bytes_per_token()},
+                        {"decode_roofline_tokens_per_s", roofline},
+                        {"decode_roofline_fraction", tg.mean / roofline}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("model: %s\n", c.summary().c_str());
+  std::printf("cpu: %s; matmul: %s; threads: %d\n", cpu_features().describe().c_str(), matmul_backend_name(),
+              pool.size());
+  std::printf("| test   |          t/s |\n|--------|--------------|\n");
+  std::printf("| pp%-4d | %7.2f ± %.2f |\n", a.pp, pp.mean, pp.stddev);
+  std::printf("| tg%-4d | %7.2f ± %.2f |\n", a.tg, tg.mean, tg.stddev);
+  std::printf("prefill: %.1f GFLOP/s (2 x %.3fB active parameters per token)\n", gflops,
+              double(model->active_params_per_token()) / 1e9);
+  std::printf("decode roofline: %.3f GB of weights per token / %.1f GB/s measured read bandwidth = %.1f tok/s; "
+              "reached %.0f%%\n",
+              active_gb, bw, roofline, 100.0 * tg.mean / roofline);
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto args = std::make_shared<BenchModelArgs>();
+  CLI::App* cmd = bench->add_subcommand("model", "Prefill (pp) and decode (tg) speed of a model, like llama-bench");
+  cmd->footer(
+      "Example:\n"
+      "  moengine bench model --model mid-q8_0.gguf --pp 512 --tg 128 --threads 2\n"
+      "pp: tokens/s of one batched prefill of N random tokens; tg: tokens/s decoding N tokens one at a\n"
+      "time from an empty context. Also measures the memory read bandwidth and reports the fraction\n"
+      "of the decode roofline (bandwidth / weight bytes read per token) reached.");
+  cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
+  cmd->add_option("--pp", args->pp, "Prompt tokens per prefill run")->capture_default_str();
+  cmd->add_option("--tg", args->tg, "Tokens per decode run")->capture_default_str();
+  cmd->add_option("--reps,-r", args->reps, "Repetitions")->capture_default_str();
+  cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
+  cmd->add_flag("--json", args->json, "Print the results as JSON");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace moe::cli

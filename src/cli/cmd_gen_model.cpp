@@ -1,0 +1,96 @@
+// moengine gen-model: deterministic random-weight GGUF models for tests and benchmarks.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "model/gen_model.h"
+
+namespace moe::cli {
+namespace {
+
+struct GenArgs {
+  std::string arch = "deepseek2";
+  std::string preset = "tiny";
+  std::string type = "f32";
+  std::string out;
+  uint64_t seed = 42;
+  int64_t layers = 0;
+  int64_t vocab = 0;
+  std::string mla_form = "split";
+  std::string gating = "v3";
+  bool no_q_lora = false;
+  float yarn = 0.0f;
+};
+
+void run(const GenArgs& a) {
+  Arch arch;
+  if (a.arch == "deepseek2") arch = Arch::Deepseek2;
+  else if (a.arch == "qwen3moe") arch = Arch::Qwen3Moe;
+  else fail("--arch '{}' is not supported (deepseek2, qwen3moe)", a.arch);
+  GenSpec g = gen_preset(arch, a.preset);
+  g.seed = a.seed;
+  if (a.type == "q4_K_M" || a.type == "q4_k_m") {
+    g.q4_k_m = true;
+  } else if (auto t = parse_type_name(a.type)) {
+    g.type = *t;
+  } else {
+    fail("--type '{}' is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_K, q5_K, q6_K, q4_K_M)", a.type);
+  }
+  if (a.layers > 0) g.n_layer = a.layers;
+  if (a.vocab > 0) g.n_vocab = a.vocab;
+  if (a.mla_form != "split" && a.mla_form != "combined") fail("--mla-form must be split or combined");
+  g.mla_split = a.mla_form == "split";
+  if (a.gating != "v3" && a.gating != "v2") fail("--gating must be v3 or v2");
+  g.v3_gating = a.gating == "v3";
+  if (a.no_q_lora) g.q_lora_rank = 0;
+  g.yarn_factor = a.yarn;
+  g.name += "-" + a.type;
+
+  std::fprintf(stderr, "gen-model: %s, %.2fB parameters (%.2fB active per token), type %s, seed %llu\n",
+               g.name.c_str(), double(gen_parameter_count(g, false)) / 1e9, double(gen_parameter_count(g, true)) / 1e9,
+               a.type.c_str(), static_cast<unsigned long long>(g.seed));
+  ProgressBar bar("writing " + a.out);
+  write_generated_model(g, a.out, [&](uint64_t done, uint64_t total) {
+    bar.update(total ? double(done) / double(total) : 1.0, fmt::format("{:.0f} MiB", double(done) / 1048576.0));
+  });
+  bar.done();
+}
+
+}  // namespace
+
+void register_gen_model(CLI::App& app) {
+  auto args = std::make_shared<GenArgs>();
+  CLI::App* cmd = app.add_subcommand("gen-model", "Write a deterministic random-weight model as GGUF");
+  cmd->footer(
+      "Examples:\n"
+      "  moengine gen-model --arch deepseek2 --preset tiny --out tiny.gguf\n"
+      "  moengine gen-model --arch deepseek2 --preset mid --type q8_0 --out mid-q8_0.gguf\n"
+      "The same options and seed always give the same bytes.");
+  cmd->add_option("--arch", args->arch, "Architecture: deepseek2 or qwen3moe")->capture_default_str();
+  cmd->add_option("--preset", args->preset,
+                  "Size: tiny (tests) or mid (DeepSeek-V2-Lite-like, ~2.6B total / 0.5B active)")
+      ->capture_default_str();
+  cmd->add_option("--type", args->type,
+                  "Weight type: f32 f16 bf16 q8_0 q4_0 q5_0 q4_K q5_K q6_K, or q4_K_M (q4_K with q6_K for "
+                  "output and ffn_down); norms and routers stay f32, rows a type's block does not divide "
+                  "fall back to q5_0/q8_0/f16")
+      ->capture_default_str();
+  cmd->add_option("--out,-o", args->out, "Output .gguf path")->required();
+  cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--layers", args->layers, "Override the number of layers");
+  cmd->add_option("--vocab", args->vocab, "Override the vocabulary size");
+  cmd->add_option("--mla-form", args->mla_form,
+                  "deepseek2: split (attn_k_b + attn_v_b, newer files) or combined (attn_kv_b, older files)")
+      ->capture_default_str();
+  cmd->add_option("--gating", args->gating,
+                  "deepseek2: v3 (sigmoid + bias + expert groups) or v2 (softmax)")
+      ->capture_default_str();
+  cmd->add_flag("--no-q-lora", args->no_q_lora, "deepseek2: project queries directly (V2-Lite)");
+  cmd->add_option("--yarn", args->yarn, "deepseek2: write YaRN rope scaling with this factor");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace moe::cli

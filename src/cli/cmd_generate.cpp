@@ -1,0 +1,144 @@
+// moengine generate: run one prompt through a model offline and print the continuation.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/model_loading.h"
+#include "core/error.h"
+#include "core/npy.h"
+#include "core/thread_pool.h"
+#include "engine/sampling.h"
+#include "engine/single_sequence.h"
+#include "tokenizer/byte_level.h"
+
+namespace moe::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;
+  int max_tokens = 32;
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool json = false;
+  bool ignore_eos = false;
+  std::string logits_out;
+};
+
+std::vector<int32_t> parse_ids(const std::string& s, int64_t n_vocab) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      fail("--prompt-ids: '{}' is not an integer", item);
+    }
+    if (item.find_first_not_of(" ", used) != std::string::npos) fail("--prompt-ids: '{}' is not an integer", item);
+    if (v < 0 || v >= n_vocab) fail("--prompt-ids: token id {} is outside the vocabulary (0..{})", v, n_vocab - 1);
+    ids.push_back(int32_t(v));
+  }
+  if (ids.empty()) fail("--prompt-ids: no token ids given");
+  return ids;
+}
+
+// Text of generated ids from the file's byte-level vocabulary; control tokens are skipped.
+std::string ids_to_text(const GgufFile& f, const std::vector<int32_t>& ids) {
+  const GgufArray* tokens = f.get_array("tokenizer.ggml.tokens");
+  const GgufArray* types = f.get_array("tokenizer.ggml.token_type");
+  if (!tokens) return "";
+  std::string text;
+  for (int32_t id : ids) {
+    if (id < 0 || size_t(id) >= tokens->strings.size()) continue;
+    if (types && size_t(id) < types->ints.size() && types->ints[size_t(id)] == 3) continue;
+    const std::string& t = tokens->strings[size_t(id)];
+    text += byte_level_to_bytes(t).value_or(t);
+  }
+  return text;
+}
+
+void run(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.prompt_ids.empty()) fail("give exactly one of --prompt or --prompt-ids");
+  if (!a.prompt.empty()) {
+    fail("--prompt needs the text tokenizer, which is not built yet; pass token ids with --prompt-ids");
+  }
+  if (a.max_tokens < 1) fail("--max-tokens must be at least 1");
+  auto model = load_model_with_progress(a.model);
+  const ModelConfig& c = model->config();
+  const std::vector<int32_t> prompt = parse_ids(a.prompt_ids, c.n_vocab);
+  ThreadPool pool(a.threads);
+
+  SingleSequence seq(*model, int64_t(prompt.size()) + a.max_tokens);
+  Sampler sampler(a.temperature, a.seed);
+  const bool keep_logits = !a.logits_out.empty();
+  std::vector<float> all_logits;
+  std::vector<int32_t> out;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float>& pl = seq.prefill(prompt, keep_logits, pool);
+  if (keep_logits) all_logits = pl;
+  const float* last = pl.data() + (keep_logits ? (int64_t(prompt.size()) - 1) * c.n_vocab : 0);
+  int32_t next = sampler.sample(last, c.n_vocab);
+  const auto t1 = std::chrono::steady_clock::now();
+  out.push_back(next);
+  while (int(out.size()) < a.max_tokens && (a.ignore_eos || next != c.eos_id)) {
+    const std::vector<float>& l = seq.decode(next, pool);
+    if (keep_logits) all_logits.insert(all_logits.end(), l.begin(), l.end());
+    next = sampler.sample(l.data(), c.n_vocab);
+    out.push_back(next);
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+
+  const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
+  const double decode_s = std::chrono::duration<double>(t2 - t1).count();
+  std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tok/s); decode: %zu tokens in %.3f s (%.1f tok/s); %d threads\n",
+               prompt.size(), prefill_s, double(prompt.size()) / prefill_s, out.size() - 1, decode_s,
+               out.size() > 1 ? double(out.size() - 1) / decode_s : 0.0, pool.size());
+
+  if (keep_logits) {
+    const int64_t rows = int64_t(all_logits.size()) / c.n_vocab;
+    write_npy_f32(a.logits_out, {rows, c.n_vocab}, all_logits.data());
+  }
+  const std::string text = ids_to_text(model->file(), out);
+  if (a.json) {
+    nlohmann::json j = {{"prompt_ids", prompt}, {"output_ids", out}, {"text", text}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("%s\n", text.c_str());
+  }
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt offline");
+  cmd->footer(
+      "Examples:\n"
+      "  moengine generate --model tiny.gguf --prompt-ids 1,2,3 --max-tokens 8 --json\n"
+      "  moengine generate --model tiny.gguf --prompt-ids 5,6 --logits-out logits.npy\n"
+      "--logits-out writes float32 [n_prompt + n_generated - 1, n_vocab]: row i holds the logits\n"
+      "after consuming token i (prompt rows from the batched prefill, then one row per decode step).");
+  cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
+  cmd->add_option("--prompt,-p", args->prompt, "Prompt text (needs the tokenizer)");
+  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
+  cmd->add_option("--max-tokens,-n", args->max_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
+  cmd->add_flag("--json", args->json, "Print {\"prompt_ids\", \"output_ids\", \"text\"} as JSON");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after the end-of-sequence token");
+  cmd->add_option("--logits-out", args->logits_out, "Write all logits to this .npy file");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace moe::cli

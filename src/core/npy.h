@@ -1,0 +1,18 @@
+#pragma once
+// NumPy .npy files (format 1.0, little-endian, C order): the exchange format for logits
+// dumps and load traces.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moe {
+
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+
+struct NpyArray {
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // converted to f32 from f4/f8/i4/i8/u4/u8 files
+};
+NpyArray read_npy(const std::string& path);
+
+}  // namespace moe

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "model/gen_model.h"
+#include "gen/gen_model.h"
 
 namespace moe::cli {
 namespace {

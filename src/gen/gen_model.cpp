@@ -1,4 +1,4 @@
-#include "model/gen_model.h"
+#include "gen/gen_model.h"
 
 #include <cmath>
 #include <vector>

@@ -1,0 +1,113 @@
+// The moengine binary end to end: gen-model, generate --json / --logits-out, and the
+// errors a user sees for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/npy.h"
+
+namespace moe {
+namespace {
+
+struct Result {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+std::string bin() {
+  const char* b = std::getenv("MOENGINE_BIN");
+  return b ? b : "moengine";
+}
+
+std::string tmp() {
+  const char* t = std::getenv("MOENGINE_TEST_TMP");
+  std::filesystem::path dir = std::filesystem::path(t ? t : "/tmp") / "cli";
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+Result run(const std::string& args, bool with_stderr = true) {
+  const std::string cmd = bin() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  Result r{-1, ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = tmp() + "/cli-tiny.gguf";
+    const Result r = run("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + model_);
+    ASSERT_EQ(r.status, 0) << r.out;
+  }
+  static std::string model_;
+};
+std::string Cli::model_;
+
+TEST_F(Cli, GenerateJsonHasPromptOutputAndText) {
+  const Result r = run("generate --model " + model_ + " --prompt-ids 1,2,3 --max-tokens 6 --ignore-eos --json", false);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], nlohmann::json({1, 2, 3}));
+  ASSERT_EQ(j["output_ids"].size(), 6u);
+  EXPECT_TRUE(j["text"].is_string());
+  // Greedy decoding is deterministic.
+  const Result again = run("generate --model " + model_ + " --prompt-ids 1,2,3 --max-tokens 6 --ignore-eos --json", false);
+  EXPECT_EQ(nlohmann::json::parse(again.out)["output_ids"], j["output_ids"]);
+}
+
+TEST_F(Cli, LogitsOutHasOneRowPerConsumedToken) {
+  const std::string npy = tmp() + "/logits.npy";
+  const Result r = run("generate --model " + model_ + " --prompt-ids 4,5,6,7 --max-tokens 3 --ignore-eos --json --logits-out " + npy, false);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const NpyArray a = read_npy(npy);
+  ASSERT_EQ(a.shape.size(), 2u);
+  EXPECT_EQ(a.shape[0], 4 + 3 - 1);
+  EXPECT_EQ(a.shape[1], 512);
+  // The greedy tokens are the argmax of the last prompt row and of each decode row.
+  const auto ids = nlohmann::json::parse(r.out)["output_ids"];
+  for (int i = 0; i < 3; ++i) {
+    const float* row = a.data.data() + (3 + i) * a.shape[1];
+    EXPECT_EQ(std::max_element(row, row + a.shape[1]) - row, ids[size_t(i)].get<int>());
+  }
+}
+
+TEST_F(Cli, BadInputIsAClearError) {
+  Result r = run("generate --model " + model_ + " --prompt-ids 1,99999");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("token id 99999 is outside the vocabulary (0..511)"), std::string::npos) << r.out;
+  r = run("generate --model " + model_ + " --prompt-ids 1,x");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("--prompt-ids: 'x' is not an integer"), std::string::npos) << r.out;
+  r = run("generate --model /nonexistent.gguf --prompt-ids 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("/nonexistent.gguf: cannot open"), std::string::npos) << r.out;
+  r = run("gen-model --arch llama --out /tmp/x.gguf");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("--arch 'llama' is not supported"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, BenchModelReportsRates) {
+  const Result r = run("bench model --model " + model_ + " --pp 16 --tg 4 --reps 1 --json", false);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["pp_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["memory_bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_GT(j["decode_roofline_fraction"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace moe

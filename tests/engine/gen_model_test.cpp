@@ -1,0 +1,85 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "model/gguf.h"
+#include "model/model.h"
+#include "test_models.h"
+
+namespace moe {
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+TEST(GenModel, SameSeedSameBytesOtherSeedOtherBytes) {
+  GenSpec spec = gen_preset(Arch::Deepseek2, "tiny");
+  spec.type = GgmlType::Q4_K;
+  const std::string a = read_all(testing::write_model(spec, "det_a"));
+  const std::string b = read_all(testing::write_model(spec, "det_b"));
+  spec.seed = 7;
+  const std::string c = read_all(testing::write_model(spec, "det_c"));
+  ASSERT_GT(a.size(), 100000u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), c.size());
+  EXPECT_NE(a, c);
+}
+
+TEST(GenModel, MidPresetHasTheIssuedShape) {
+  const GenSpec g = gen_preset(Arch::Deepseek2, "mid");
+  EXPECT_EQ(g.n_embd, 2048);
+  EXPECT_EQ(g.n_layer, 16);
+  EXPECT_EQ(g.n_dense_lead, 1);
+  EXPECT_EQ(g.n_head, 16);
+  EXPECT_EQ(g.q_lora_rank, 768);
+  EXPECT_EQ(g.kv_lora_rank, 512);
+  EXPECT_EQ(g.qk_rope_dim, 64);
+  EXPECT_EQ(g.qk_nope_dim, 128);
+  EXPECT_EQ(g.v_head_dim, 128);
+  EXPECT_EQ(g.n_experts, 64);
+  EXPECT_EQ(g.n_used, 6);
+  EXPECT_EQ(g.n_shared_experts, 2);
+  EXPECT_EQ(g.n_ff_expert, 384);
+  const double total = double(gen_parameter_count(g, false)) / 1e9;
+  const double active = double(gen_parameter_count(g, true)) / 1e9;
+  EXPECT_NEAR(total, 2.6, 0.15);
+  EXPECT_NEAR(active, 0.5, 0.1);
+}
+
+TEST(GenModel, TypesFallBackWhereTheBlockDoesNotDivideTheRow) {
+  GenSpec g = gen_preset(Arch::Deepseek2, "tiny");
+  g.type = GgmlType::Q4_K;
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_gate_exps.weight", 256), GgmlType::Q4_K);
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_down_exps.weight", 128), GgmlType::Q5_0);
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.attn_norm.weight", 256), GgmlType::F32);
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_gate_inp.weight", 256), GgmlType::F32);
+  g.type = GgmlType::Q8_0;
+  EXPECT_EQ(gen_tensor_type(g, "blk.0.attn_k_b.weight", 16), GgmlType::F16);
+  g.q4_k_m = true;
+  EXPECT_EQ(gen_tensor_type(g, "output.weight", 256), GgmlType::Q6_K);
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_up_exps.weight", 256), GgmlType::Q4_K);
+}
+
+TEST(GenModel, WrittenFileLoadsWithItsConfigAndVocabulary) {
+  for (Arch arch : {Arch::Deepseek2, Arch::Qwen3Moe}) {
+    const GenSpec g = gen_preset(arch, "tiny");
+    auto model = Model::load(testing::write_model(g, arch == Arch::Deepseek2 ? "load_ds" : "load_qwen"));
+    const ModelConfig& c = model->config();
+    EXPECT_EQ(c.n_vocab, g.n_vocab);
+    EXPECT_EQ(c.n_layer, g.n_layer);
+    EXPECT_EQ(c.gating.n_experts, g.n_experts);
+    EXPECT_EQ(c.gating.n_used, g.n_used);
+    EXPECT_GE(c.eos_id, 256);
+    const GgufArray* merges = model->file().get_array("tokenizer.ggml.merges");
+    ASSERT_NE(merges, nullptr);
+    EXPECT_GT(merges->size(), 100u);
+    EXPECT_GT(model->active_bytes_per_token(), 0u);
+    EXPECT_LT(model->active_bytes_per_token(), model->total_weight_bytes());
+  }
+}
+
+}  // namespace
+}  // namespace moe

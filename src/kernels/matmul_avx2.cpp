@@ -83,10 +83,21 @@ struct FloatKernel {
 };
 
 // ---- 32-element blocks against q8 activations ------------------------------------------
-// Per block and (row, token): 32 code products summed exactly in int32, then one FMA with
-// the product of the two scales. q8_0 codes are signed, so they go through the usual
+// Per block and (row, token): 32 code products summed exactly in int32, then scaled by the
+// product of the two block scales. q8_0 codes are signed, so they go through the usual
 // abs/sign trick to fit maddubs (unsigned x signed); q4_0/q5_0 codes are kept unsigned
 // (0..15, 0..31) and their -8/-16 offset is folded in with the activation block's code sum.
+//
+// The main loops take four blocks at a time and fold their int32 partial sums into one
+// vector (hadd), so the scale product, the int->float conversion and the FMA are paid once
+// per four blocks instead of once per block; the four f16 weight scales are converted by
+// one vcvtph2ps. Leftover blocks (fewer than four) go through the one-block step.
+
+template <class Block>
+MOE_AVX2_INLINE __m128 scales4(const Block* b) {
+  const uint64_t h = uint64_t(b[0].d) | uint64_t(b[1].d) << 16 | uint64_t(b[2].d) << 32 | uint64_t(b[3].d) << 48;
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(h)));
+}
 
 struct Q8_0Codes {
   using Block = BlockQ8_0;
@@ -94,6 +105,18 @@ struct Q8_0Codes {
   static constexpr int kOffset = 0;
   MOE_AVX2_INLINE static __m256i codes(const Block& b) { return load(b.qs); }
 };
+
+// Codes of two blocks side by side, as the pair kernels want them: lo holds elements 0..15
+// of block b (low lane) and of block b+1 (high lane), hi elements 16..31 of both.
+struct CodePair {
+  __m256i lo, hi;
+};
+
+MOE_AVX2_INLINE CodePair nibble_pair(const uint8_t* qs0, const uint8_t* qs1) {
+  const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(qs1), reinterpret_cast<const __m128i*>(qs0));
+  const __m256i m = _mm256_set1_epi8(15);
+  return {_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m)};
+}
 
 struct Q4_0Codes {
   using Block = BlockQ4_0;
@@ -103,30 +126,110 @@ struct Q4_0Codes {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
   }
+  MOE_AVX2_INLINE static CodePair pair(const Block& b0, const Block& b1) { return nibble_pair(b0.qs, b1.qs); }
 };
+
+// 16 where the selected bit of the broadcast qh words is set: byte i of each 128-bit lane
+// tests bit i % 8 of byte `first + i / 8` of that lane's qh.
+MOE_AVX2_INLINE __m256i high_bits(__m256i qh, int first) {
+  const int64_t lo = 0x0101010101010101LL * first, hi = 0x0101010101010101LL * (first + 1);
+  const __m256i s = _mm256_shuffle_epi8(qh, _mm256_set_epi64x(hi, lo, hi, lo));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_andnot_si256(_mm256_cmpeq_epi8(_mm256_and_si256(s, bit), _mm256_setzero_si256()),
+                             _mm256_set1_epi8(16));
+}
 
 struct Q5_0Codes {
   using Block = BlockQ5_0;
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 16;
+  MOE_AVX2_INLINE static uint32_t qh(const Block& b) {
+    uint32_t v;
+    std::memcpy(&v, b.qh, 4);
+    return v;
+  }
   MOE_AVX2_INLINE static __m256i codes(const Block& b) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
     const __m256i lo4 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
-    // Byte i takes bit i of qh: spread the 4 bytes of qh over 8 lanes each, keep the bit.
-    uint32_t qh;
-    std::memcpy(&qh, b.qh, 4);
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(int(qh)),
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    return _mm256_or_si256(lo4, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+    // Element i takes bit i of qh: bytes 0..15 from qh bytes 0..1, bytes 16..31 from 2..3.
+    const __m256i h = _mm256_set1_epi32(int(qh(b)));
+    const __m256i lo_half = high_bits(h, 0), hi_half = high_bits(h, 2);
+    return _mm256_or_si256(lo4, _mm256_permute2x128_si256(lo_half, hi_half, 0x30));
+  }
+  MOE_AVX2_INLINE static CodePair pair(const Block& b0, const Block& b1) {
+    CodePair c = nibble_pair(b0.qs, b1.qs);
+    const __m256i h = _mm256_set_m128i(_mm_cvtsi32_si128(int(qh(b1))), _mm_cvtsi32_si128(int(qh(b0))));
+    c.lo = _mm256_or_si256(c.lo, high_bits(h, 0));
+    c.hi = _mm256_or_si256(c.hi, high_bits(h, 2));
+    return c;
   }
 };
 
-template <class C>
-struct Q8x32Kernel {
+// One block of R rows x T tokens (used for the blocks left over after the groups of four).
+template <class C, int R, int T>
+MOE_AVX2_INLINE void one_block(const typename C::Block* const (&wr)[R], const Q8x32View (&a)[T], int64_t b,
+                               __m256 (&acc)[R][T]) {
+  for (int r = 0; r < R; ++r) {
+    const __m256i q = C::codes(wr[r][b]);
+    const __m256i u = C::kSigned ? _mm256_sign_epi8(q, q) : q;
+    const float dw = half_to_float(wr[r][b].d);
+    for (int t = 0; t < T; ++t) {
+      __m256i av = load(a[t].qs + 32 * b);
+      if constexpr (C::kSigned) av = _mm256_sign_epi8(av, q);
+      __m256i p = dot_u8s8(u, av);
+      // Adding -s * offset / 8 to each of the 8 lanes subtracts offset * s in total.
+      if constexpr (C::kOffset != 0) p = _mm256_add_epi32(p, _mm256_set1_epi32(-a[t].s[b] * (C::kOffset / 8)));
+      acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[t].d[b]), acc[r][t]);
+    }
+  }
+}
+
+struct Q8_0Kernel {
   static constexpr int kGemvRows = 4, kRows = 4, kTokens = 2;
+
+  template <int R, int T>
+  MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
+                            int64_t ldy) {
+    const BlockQ8_0* wr[R];
+    Q8x32View a[T];
+    for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const BlockQ8_0*>(w.row(row + r));
+    for (int t = 0; t < T; ++t) a[t] = q8x32_view(x, tok + t);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
+    for (int64_t b = 0; b < nb4; b += 4) {
+      __m256 da[T];  // activation scales of the 4 blocks, in both lanes
+      for (int t = 0; t < T; ++t) da[t] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(a[t].d + b));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const BlockQ8_0* blk = wr[r] + b;
+        const __m128 s4 = scales4(blk);
+        const __m256 dw = _mm256_set_m128(s4, s4);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          __m256i m[4];
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            const __m256i q = load(blk[k].qs);
+            m[k] = dot_u8s8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load(a[t].qs + 32 * (b + k)), q));
+          }
+          // Lanes [b0 b1 b2 b3 | b0 b1 b2 b3], each half of a block's sum.
+          const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, da[t]), acc[r][t]);
+        }
+      }
+    }
+    for (int64_t b = nb4; b < nb; ++b) one_block<Q8_0Codes, R, T>(wr, a, b, acc);
+    store_tile(acc, y, ldy, row, tok);
+  }
+};
+
+// q4_0 / q5_0: blocks in pairs (see CodePair), groups of two pairs.
+template <class C>
+struct PairKernel {
+  static constexpr int kGemvRows = 3, kRows = 4, kTokens = 2;
 
   template <int R, int T>
   MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
@@ -140,28 +243,46 @@ struct Q8x32Kernel {
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
-    const int64_t nb = w.cols / 32;
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256i offset[T];
-      if constexpr (C::kOffset != 0) {
-        // Adding -s * offset / 8 to each of the 8 lanes subtracts offset * s in total.
-        for (int t = 0; t < T; ++t) offset[t] = _mm256_set1_epi32(-a[t].s[b] * (C::kOffset / 8));
+    // After hadd of the two pairs the lanes are [b0 b0 b2 b2 | b1 b1 b3 b3].
+    const __m256i order = _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3);
+    const int shift = C::kOffset == 8 ? 2 : 3;  // each lane carries offset / 2 per code sum
+    const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
+    for (int64_t b = 0; b < nb4; b += 4) {
+      __m256i act[T][4];  // per pair: elements 0..15 of both blocks, then 16..31
+      __m256 da[T];
+      __m256i off[T];
+      for (int t = 0; t < T; ++t) {
+        const int8_t* q = a[t].qs + 32 * b;
+        const __m256i x0 = load(q), x1 = load(q + 32), x2 = load(q + 64), x3 = load(q + 96);
+        act[t][0] = _mm256_permute2x128_si256(x0, x1, 0x20);
+        act[t][1] = _mm256_permute2x128_si256(x0, x1, 0x31);
+        act[t][2] = _mm256_permute2x128_si256(x2, x3, 0x20);
+        act[t][3] = _mm256_permute2x128_si256(x2, x3, 0x31);
+        da[t] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(a[t].d + b)), order);
+        const __m256i s = _mm256_permutevar8x32_epi32(
+            _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t].s + b))), order);
+        off[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, shift));
       }
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m256i q = C::codes(wr[r][b]);
-        const __m256i u = C::kSigned ? _mm256_sign_epi8(q, q) : q;
-        const float dw = half_to_float(wr[r][b].d);
+        const Block* blk = wr[r] + b;
+        const __m256 dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales4(blk)), order);
+        const CodePair p01 = C::pair(blk[0], blk[1]), p23 = C::pair(blk[2], blk[3]);
+        const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          __m256i av = load(a[t].qs + 32 * b);
-          if constexpr (C::kSigned) av = _mm256_sign_epi8(av, q);
-          __m256i p = dot_u8s8(u, av);
-          if constexpr (C::kOffset != 0) p = _mm256_add_epi32(p, offset[t]);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[t].d[b]), acc[r][t]);
+          const __m256i m01 = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p01.lo, act[t][0]),
+                                                                 _mm256_maddubs_epi16(p01.hi, act[t][1])),
+                                                ones);
+          const __m256i m23 = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p23.lo, act[t][2]),
+                                                                 _mm256_maddubs_epi16(p23.hi, act[t][3])),
+                                                ones);
+          const __m256i h = _mm256_add_epi32(_mm256_hadd_epi32(m01, m23), off[t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, da[t]), acc[r][t]);
         }
       }
     }
+    for (int64_t b = nb4; b < nb; ++b) one_block<C, R, T>(wr, a, b, acc);
     store_tile(acc, y, ldy, row, tok);
   }
 };
@@ -230,9 +351,9 @@ RowsFn avx2_rows(GgmlType t) {
     case GgmlType::F32: return rows<FloatKernel<F32Load>>;
     case GgmlType::F16: return rows<FloatKernel<F16Load>>;
     case GgmlType::BF16: return rows<FloatKernel<BF16Load>>;
-    case GgmlType::Q8_0: return rows<Q8x32Kernel<Q8_0Codes>>;
-    case GgmlType::Q4_0: return rows<Q8x32Kernel<Q4_0Codes>>;
-    case GgmlType::Q5_0: return rows<Q8x32Kernel<Q5_0Codes>>;
+    case GgmlType::Q8_0: return rows<Q8_0Kernel>;
+    case GgmlType::Q4_0: return rows<PairKernel<Q4_0Codes>>;
+    case GgmlType::Q5_0: return rows<PairKernel<Q5_0Codes>>;
     default: return nullptr;
   }
 }

@@ -35,3 +35,6 @@ if ! command -v npm >/dev/null 2>&1; then
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends nodejs npm
 fi
+
+# The npm packages the conformance tests compare against (pinned by package-lock.json).
+"$(dirname "$0")/setup-npm.sh"

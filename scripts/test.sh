@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs what is needed, builds, runs every
+# CTest test, then a bounded fuzzing run of the GGUF reader.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+(cd "$root/build" && ctest --output-on-failure -j"$(nproc)" --timeout 1800)
+"$root/scripts/fuzz-smoke.sh"

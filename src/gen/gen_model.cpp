@@ -116,11 +116,29 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
+// llama.cpp's llama_ftype for the file's main type (it labels a file without one "guessed").
+uint32_t file_type(const GenSpec& g) {
+  if (g.q4_k_m) return 15;
+  switch (g.type) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::Q5_0: return 8;
+    case GgmlType::Q4_K: return 14;
+    case GgmlType::Q5_K: return 16;
+    case GgmlType::Q6_K: return 18;
+    case GgmlType::BF16: return 32;
+    default: fail("gen-model: type {} cannot be written", type_name(g.type));
+  }
+}
+
 void write_metadata(const GenSpec& g, GgufWriter& w) {
   const bool ds = g.arch == Arch::Deepseek2;
   const std::string a = ds ? "deepseek2" : "qwen3moe";
   w.set_string("general.architecture", a);
   w.set_string("general.name", g.name);
+  w.set_u32("general.file_type", file_type(g));
   const std::string p = a + ".";
   w.set_u32(p + "block_count", uint32_t(g.n_layer));
   w.set_u32(p + "context_length", uint32_t(g.n_ctx));

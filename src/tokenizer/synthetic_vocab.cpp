@@ -102,7 +102,8 @@ SyntheticVocab make_synthetic_vocab(int64_t n_vocab, VocabFlavor flavor) {
   }
   Builder builder(v, size_t(n_vocab - n_special));
   for (std::string_view w : kWords) {
-    builder.add_word(std::string(" ") + std::string(w));
+    std::string spaced(1, ' ');
+    builder.add_word(spaced.append(w));
     builder.add_word(w);
   }
   // Pseudo-words from syllables fill the rest, deterministically.

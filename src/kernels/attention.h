@@ -37,4 +37,7 @@ void attention(const AttentionShape& s, const float* q, int64_t q_stride, int64_
 void attention_ref(const AttentionShape& s, const float* q, int64_t q_stride, int64_t n_tokens,
                    int64_t pos0, const KvView& kv, float* out, int64_t out_stride);
 
+// Name of the implementation chosen on this CPU (for logs and benchmarks).
+const char* attention_backend_name();
+
 }  // namespace moe

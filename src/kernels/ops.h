@@ -10,7 +10,7 @@ namespace moe {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void rms_norm_ref(const float* x, const float* w, float* y, int64_t n, float eps);
 
-// out[i] = silu(gate[i]) * up[i]
+// out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 
@@ -38,6 +38,9 @@ struct RopeParams {
   float attn_factor = 1.0f;    // magnitude scale applied to cos/sin
   float beta_fast = 32.0f;
   float beta_slow = 1.0f;
+  // ggml's optional rope_freqs tensor (f32 [n_rot/2], Llama-3 style): pair i's angle is
+  // divided by freq_factors[i]. Null: all 1. Not owned; read only while building a table.
+  const float* freq_factors = nullptr;
 };
 
 // cos/sin for positions, computed once per step and shared by all heads and layers:
@@ -59,5 +62,14 @@ void apply_rope(float* x, int64_t n_heads, int64_t head_stride, const float* cos
                 RopeStyle style);
 void apply_rope_ref(float* x, int64_t n_heads, int64_t head_stride, const float* cos_sin, int n_rot,
                     RopeStyle style);
+
+// ggml_rope_yarn_corr_dims: the first and last rotary pair index of YaRN's ramp between
+// extrapolated and interpolated angles (floor/ceil of the solved dims, clamped to
+// [0, n_rot - 1]).
+void rope_yarn_corr_dims(const RopeParams& p, float dims[2]);
+
+// Name of the implementation chosen on this CPU for the functions above (for logs and
+// benchmarks): "avx2" or "generic".
+const char* ops_backend_name();
 
 }  // namespace moe

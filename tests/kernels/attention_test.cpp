@@ -1,0 +1,232 @@
+// The flash-style paged attention against the two-pass double reference, for the GQA and
+// absorbed-MLA layouts, ragged head sizes, several block sizes and causal prefill chunks.
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace moe {
+namespace {
+
+// One sequence's cache: blocks allocated separately and listed in shuffled order, rows
+// padded past their width so that row_stride is not the row size.
+struct PagedCache {
+  std::vector<std::vector<float>> storage;
+  std::vector<const float*> table;
+  KvView view;
+
+  PagedCache(int64_t n_pos, int64_t row_width, int64_t block_size, std::mt19937& rng,
+             float (*value)(int64_t pos, int64_t col, std::mt19937& rng)) {
+    const int64_t n_blocks = (n_pos + block_size - 1) / block_size;
+    const int64_t stride = row_width + 3;
+    storage.resize(size_t(n_blocks));
+    for (auto& b : storage) b.assign(size_t(block_size * stride), 1e30f);  // padding is poison
+    std::vector<size_t> order(static_cast<size_t>(n_blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t p = 0; p < n_pos; ++p) {
+      float* row = storage[order[size_t(p / block_size)]].data() + (p % block_size) * stride;
+      for (int64_t c = 0; c < row_width; ++c) row[c] = value(p, c, rng);
+    }
+    for (size_t b : order) table.push_back(storage[b].data());
+    view = KvView{table.data(), block_size, stride};
+  }
+};
+
+float uniform_value(int64_t, int64_t, std::mt19937& rng) {
+  return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+}
+// Keys that grow along the sequence: the running max rises chunk after chunk.
+float growing_value(int64_t pos, int64_t, std::mt19937& rng) {
+  return std::uniform_real_distribution<float>(0.0f, 1.0f)(rng) * (1.0f + 0.05f * float(pos));
+}
+// And shrinking ones: the first chunk holds the max, later ones only add.
+float shrinking_value(int64_t pos, int64_t, std::mt19937& rng) {
+  return std::uniform_real_distribution<float>(0.0f, 1.0f)(rng) * 8.0f / (1.0f + float(pos));
+}
+
+struct Layout {
+  const char* name;
+  AttentionShape shape;
+  int64_t row_width;
+};
+
+// Row = [K of every kv head | V of every kv head] (the Qwen3-MoE cache layout).
+Layout gqa(const char* name, int n_q, int n_kv, int64_t dk, int64_t dv) {
+  AttentionShape s;
+  s.n_q_heads = n_q;
+  s.n_kv_heads = n_kv;
+  s.dk = dk;
+  s.dv = dv;
+  s.k_offset = 0;
+  s.k_head_stride = dk;
+  s.v_offset = n_kv * dk;
+  s.v_head_stride = dv;
+  s.scale = 1.0f / std::sqrt(float(dk));
+  return {name, s, n_kv * (dk + dv)};
+}
+
+// One latent row per position, the key is all of it and the value its first dv floats.
+Layout mla(const char* name, int n_q, int64_t latent, int64_t rope) {
+  AttentionShape s;
+  s.n_q_heads = n_q;
+  s.n_kv_heads = 1;
+  s.dk = latent + rope;
+  s.dv = latent;
+  s.scale = 1.0f / std::sqrt(float(latent / 4 + rope));
+  return {name, s, latent + rope};
+}
+
+std::vector<Layout> layouts() {
+  std::vector<Layout> out = {
+      gqa("qwen3-moe", 32, 4, 128, 128), gqa("gqa-small", 8, 2, 16, 16),
+      gqa("gqa-odd", 6, 3, 13, 7),       gqa("mha", 3, 3, 24, 20),
+      gqa("mqa-ragged", 5, 1, 9, 17),    mla("deepseek-mla", 16, 512, 64),
+      mla("mla-odd", 5, 29, 8),
+  };
+  // K and V of each head side by side: [k0 v0 k1 v1].
+  Layout interleaved = gqa("gqa-kv-interleaved", 4, 2, 12, 10);
+  interleaved.shape.k_head_stride = interleaved.shape.v_head_stride = 22;
+  interleaved.shape.v_offset = 12;
+  out.push_back(interleaved);
+  return out;
+}
+
+void compare(const Layout& lay, int64_t block_size, int64_t pos0, int64_t n_tokens,
+             ThreadPool& pool, float (*value)(int64_t, int64_t, std::mt19937&), uint32_t seed) {
+  const AttentionShape& s = lay.shape;
+  std::mt19937 rng(seed);
+  PagedCache cache(pos0 + n_tokens, lay.row_width, block_size, rng, value);
+  const int64_t q_stride = s.n_q_heads * s.dk + 1, out_stride = s.n_q_heads * s.dv + 2;
+  std::vector<float> q(size_t(n_tokens * q_stride));
+  for (float& x : q) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+  std::vector<float> out(size_t(n_tokens * out_stride), -7.0f), ref = out;
+  attention(s, q.data(), q_stride, n_tokens, pos0, cache.view, out.data(), out_stride, pool);
+  attention_ref(s, q.data(), q_stride, n_tokens, pos0, cache.view, ref.data(), out_stride);
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_NEAR(out[i], ref[i], 3e-5f * std::max(1.0f, std::fabs(ref[i])))
+        << lay.name << " block " << block_size << " pos0 " << pos0 << " tokens " << n_tokens
+        << " threads " << pool.size() << " at token " << i / size_t(out_stride) << " col "
+        << i % size_t(out_stride);
+  }
+}
+
+TEST(Attention, MatchesReference) {
+  ThreadPool one(1), three(3);
+  uint32_t seed = 10;
+  for (const Layout& lay : layouts()) {
+    for (int64_t block_size : {1, 16, 64}) {
+      for (auto [pos0, n_tokens] : {std::pair{0, 1}, {0, 7}, {1, 1}, {37, 3}, {70, 9}, {200, 1}}) {
+        ++seed;
+        compare(lay, block_size, pos0, n_tokens, seed % 2 ? one : three, uniform_value, seed);
+      }
+    }
+  }
+}
+
+// Past 1024 positions the kernel splits the context into segments and merges them; these
+// cross the first two boundaries, with rows on either side of one in the same call.
+TEST(Attention, LongContextsMatchReference) {
+  ThreadPool one(1), three(3);
+  uint32_t seed = 100;
+  for (const Layout& lay : layouts()) {
+    for (auto [pos0, n_tokens] : {std::pair{1020, 9}, {2047, 2}, {3000, 1}}) {
+      ++seed;
+      compare(lay, seed % 3 ? 64 : 1, pos0, n_tokens, seed % 2 ? one : three, uniform_value, seed);
+    }
+  }
+}
+
+TEST(Attention, RunningMaxRisesAndFalls) {
+  ThreadPool pool(2);
+  for (const Layout& lay : {layouts()[1], layouts()[5]}) {
+    compare(lay, 16, 150, 4, pool, growing_value, 1);
+    compare(lay, 16, 150, 4, pool, shrinking_value, 2);
+  }
+}
+
+// A row's result must not depend on which rows share its tile or on the thread count:
+// the engine promises token-for-token equality between batched and lone decoding.
+TEST(Attention, PrefillChunkEqualsTokenByToken) {
+  ThreadPool one(1), three(3);
+  for (const Layout& lay : layouts()) {
+    const AttentionShape& s = lay.shape;
+    std::mt19937 rng(99);
+    const int64_t n_tokens = 6;
+    for (int64_t pos0 : {45, 1020}) {
+      PagedCache cache(pos0 + n_tokens, lay.row_width, 16, rng, uniform_value);
+      const int64_t q_stride = s.n_q_heads * s.dk, out_stride = s.n_q_heads * s.dv;
+      std::vector<float> q(size_t(n_tokens * q_stride));
+      for (float& x : q) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+      std::vector<float> chunk(size_t(n_tokens * out_stride)), single(chunk.size());
+      attention(s, q.data(), q_stride, n_tokens, pos0, cache.view, chunk.data(), out_stride, three);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        attention(s, q.data() + t * q_stride, q_stride, 1, pos0 + t, cache.view,
+                  single.data() + t * out_stride, out_stride, one);
+      }
+      EXPECT_EQ(chunk, single) << lay.name << " pos0 " << pos0;
+    }
+  }
+}
+
+TEST(Attention, SinglePositionReturnsItsValue) {
+  const Layout lay = layouts()[2];
+  std::mt19937 rng(7);
+  PagedCache cache(1, lay.row_width, 1, rng, uniform_value);
+  std::vector<float> q(size_t(lay.shape.n_q_heads * lay.shape.dk), 0.3f);
+  std::vector<float> out(size_t(lay.shape.n_q_heads * lay.shape.dv));
+  ThreadPool pool(2);
+  attention(lay.shape, q.data(), 0, 1, 0, cache.view, out.data(), 0, pool);
+  const int group = lay.shape.n_q_heads / lay.shape.n_kv_heads;
+  for (int h = 0; h < lay.shape.n_q_heads; ++h) {
+    const float* v = cache.table[0] + lay.shape.v_offset + (h / group) * lay.shape.v_head_stride;
+    for (int64_t d = 0; d < lay.shape.dv; ++d)
+      EXPECT_FLOAT_EQ(out[size_t(h * lay.shape.dv + d)], v[d]);
+  }
+}
+
+TEST(Attention, RejectsBadShapes) {
+  AttentionShape s = layouts()[0].shape;
+  s.n_kv_heads = 5;  // 32 query heads cannot share 5
+  ThreadPool pool(1);
+  KvView kv{nullptr, 16, 1};
+  EXPECT_THROW(attention(s, nullptr, 0, 1, 0, kv, nullptr, 0, pool), Error);
+  EXPECT_THROW(attention_ref(s, nullptr, 0, 1, 0, kv, nullptr, 0), Error);
+}
+
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+TEST(Backends, GenericPathPassesTheSameTests) {
+  // The backend is fixed per process, so the portable path is checked by running this
+  // binary again with MOENGINE_CPU=generic.
+  if (const char* cap = std::getenv("MOENGINE_CPU")) {
+    if (std::string(cap) == "generic") {
+      EXPECT_STREQ(attention_backend_name(), "generic");
+    }
+    GTEST_SKIP() << "MOENGINE_CPU=" << cap;
+  }
+  if (std::string(attention_backend_name()) == "generic")
+    GTEST_SKIP() << "no faster path on this CPU";
+  const std::string exe = self_path();
+  ASSERT_FALSE(exe.empty());
+  const std::string cmd = "MOENGINE_CPU=generic '" + exe + "' --gtest_brief=1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+}  // namespace
+}  // namespace moe

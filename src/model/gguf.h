@@ -34,6 +34,10 @@ enum class GgufValueType : uint32_t {
 };
 
 std::string_view gguf_type_name(GgufValueType t);
+// Whether a raw type id read from a file is one of the values above.
+bool gguf_type_known(uint32_t id);
+// Bytes of one scalar of this type; nullopt for STRING and ARRAY (variable length).
+std::optional<size_t> gguf_scalar_size(GgufValueType t);
 
 // An array value keeps its element type; elements are stored in the widest C++ type of
 // their kind (nested arrays are allowed by the format and rejected: no model uses them).
@@ -45,6 +49,9 @@ struct GgufArray {
   size_t size() const;
 };
 
+// Which alternative the reader stores: int64_t for every integer type but UINT64 (uint64_t),
+// double for FLOAT32/FLOAT64, bool, std::string, GgufArray. The writer also accepts any
+// numeric alternative for a numeric type when the value fits it.
 struct GgufValue {
   GgufValueType type = GgufValueType::UINT8;
   std::variant<int64_t, uint64_t, double, bool, std::string, GgufArray> value;
@@ -74,6 +81,8 @@ class GgufFile {
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }
+  // Where the data section starts (a multiple of alignment()); tensor offsets count from here.
+  size_t data_offset() const { return data_offset_; }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
@@ -92,6 +101,8 @@ class GgufFile {
   int64_t require_int(std::string_view key) const;
   double require_float(std::string_view key) const;
   std::string require_string(std::string_view key) const;
+  bool require_bool(std::string_view key) const;
+  const GgufArray& require_array(std::string_view key) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
@@ -111,6 +122,10 @@ class GgufFile {
   size_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<GgufTensorInfo> tensors_;
+  // Indices into kv_ / tensors_ sorted by name: lookups by binary search, and duplicates
+  // found while building them.
+  std::vector<uint32_t> kv_by_name_;
+  std::vector<uint32_t> tensors_by_name_;
 };
 
 // Builds a GGUF file. Tensor data is produced by a callback at write time so a writer can
@@ -131,7 +146,8 @@ class GgufWriter {
 
   using Fill = std::function<void(uint8_t* dst, size_t n_bytes)>;
   // ne in GGUF order (ne[0] contiguous); ne[0] must be a multiple of the type's block size.
-  void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, Fill fill);
+  // Without a fill the tensor is zeros.
+  void add_tensor(const std::string& name, GgmlType type, std::vector<int64_t> ne, Fill fill = {});
 
   void set_alignment(uint32_t alignment);  // also stored as general.alignment
   // Writes PATH.tmp then renames it to PATH; calls progress(done_bytes, total_bytes).
@@ -148,6 +164,10 @@ class GgufWriter {
     size_t n_bytes;
     Fill fill;
   };
+  void put(const std::string& key, GgufValue v);
+  // Metadata and tensor infos, plus each tensor's offset and the data section's size.
+  std::vector<uint8_t> encode_header(std::vector<uint64_t>& offsets, uint64_t& data_bytes) const;
+
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Tensor> tensors_;
   uint32_t alignment_ = 32;

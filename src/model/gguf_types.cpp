@@ -1,0 +1,62 @@
+// Small pieces of the GGUF format that the reader and the writer share.
+#include "model/gguf.h"
+
+namespace moe {
+
+std::string_view gguf_type_name(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::UINT8: return "uint8";
+    case GgufValueType::INT8: return "int8";
+    case GgufValueType::UINT16: return "uint16";
+    case GgufValueType::INT16: return "int16";
+    case GgufValueType::UINT32: return "uint32";
+    case GgufValueType::INT32: return "int32";
+    case GgufValueType::FLOAT32: return "float32";
+    case GgufValueType::BOOL: return "bool";
+    case GgufValueType::STRING: return "string";
+    case GgufValueType::ARRAY: return "array";
+    case GgufValueType::UINT64: return "uint64";
+    case GgufValueType::INT64: return "int64";
+    case GgufValueType::FLOAT64: return "float64";
+  }
+  return "unknown";
+}
+
+bool gguf_type_known(uint32_t id) { return id <= uint32_t(GgufValueType::FLOAT64); }
+
+std::optional<size_t> gguf_scalar_size(GgufValueType t) {
+  switch (t) {
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL: return 1;
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16: return 2;
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32: return 4;
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64: return 8;
+    case GgufValueType::STRING:
+    case GgufValueType::ARRAY: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+size_t GgufArray::size() const {
+  switch (elem_type) {
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64: return floats.size();
+    case GgufValueType::STRING: return strings.size();
+    default: return ints.size();
+  }
+}
+
+int64_t GgufTensorInfo::n_elements() const {
+  // The reader has already rejected shapes whose product overflows.
+  int64_t n = 1;
+  for (const int64_t d : ne) n *= d;
+  return n;
+}
+
+}  // namespace moe

@@ -7,6 +7,7 @@
 #include "cli/progress.h"
 #include "core/error.h"
 #include "gen/gen_model.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace moe::cli {
 namespace {
@@ -19,6 +20,7 @@ struct GenArgs {
   uint64_t seed = 42;
   int64_t layers = 0;
   int64_t vocab = 0;
+  std::string tokenizer;
   std::string mla_form = "split";
   std::string gating = "v3";
   bool no_q_lora = false;
@@ -41,6 +43,11 @@ void run(const GenArgs& a) {
   }
   if (a.layers > 0) g.n_layer = a.layers;
   if (a.vocab > 0) g.n_vocab = a.vocab;
+  if (!a.tokenizer.empty()) {
+    if (a.vocab > 0) fail("give --vocab or --tokenizer, not both: the tokenizer sets the vocabulary size");
+    g.vocab = std::make_shared<GgufVocab>(gguf_vocab_from_spec(read_hf_tokenizer_spec(a.tokenizer)));
+    g.n_vocab = int64_t(g.vocab->tokens.size());
+  }
   if (a.mla_form != "split" && a.mla_form != "combined") fail("--mla-form must be split or combined");
   g.mla_split = a.mla_form == "split";
   if (a.gating != "v3" && a.gating != "v2") fail("--gating must be v3 or v2");
@@ -68,6 +75,7 @@ void register_gen_model(CLI::App& app) {
       "Examples:\n"
       "  moengine gen-model --arch deepseek2 --preset tiny --out tiny.gguf\n"
       "  moengine gen-model --arch deepseek2 --preset mid --type q8_0 --out mid-q8_0.gguf\n"
+      "  moengine gen-model --arch deepseek2 --preset tiny --tokenizer deepseek/tokenizer.json --out tiny-dsvocab.gguf\n"
       "The same options and seed always give the same bytes.");
   cmd->add_option("--arch", args->arch, "Architecture: deepseek2 or qwen3moe")->capture_default_str();
   cmd->add_option("--preset", args->preset,
@@ -82,6 +90,9 @@ void register_gen_model(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--layers", args->layers, "Override the number of layers");
   cmd->add_option("--vocab", args->vocab, "Override the vocabulary size");
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "Embed this tokenizer.json's vocabulary, merges and chat template (tokenizer_config.json beside it) "
+                  "instead of the synthetic one; the vocabulary size becomes its size");
   cmd->add_option("--mla-form", args->mla_form,
                   "deepseek2: split (attn_k_b + attn_v_b, newer files) or combined (attn_kv_b, older files)")
       ->capture_default_str();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -13,7 +14,8 @@
 #include "core/thread_pool.h"
 #include "engine/sampling.h"
 #include "engine/single_sequence.h"
-#include "tokenizer/byte_level.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/stream_decoder.h"
 
 namespace moe::cli {
 namespace {
@@ -51,30 +53,24 @@ std::vector<int32_t> parse_ids(const std::string& s, int64_t n_vocab) {
   return ids;
 }
 
-// Text of generated ids from the file's byte-level vocabulary; control tokens are skipped.
-std::string ids_to_text(const GgufFile& f, const std::vector<int32_t>& ids) {
-  const GgufArray* tokens = f.get_array("tokenizer.ggml.tokens");
-  const GgufArray* types = f.get_array("tokenizer.ggml.token_type");
-  if (!tokens) return "";
+// Text of generated ids, decoded as a stream would be; control tokens add no text.
+std::string ids_to_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+  StreamDecoder d(tok);
   std::string text;
-  for (int32_t id : ids) {
-    if (id < 0 || size_t(id) >= tokens->strings.size()) continue;
-    if (types && size_t(id) < types->ints.size() && types->ints[size_t(id)] == 3) continue;
-    const std::string& t = tokens->strings[size_t(id)];
-    text += byte_level_to_bytes(t).value_or(t);
-  }
-  return text;
+  for (int32_t id : ids) text += d.push(id);
+  return text + d.finish();
 }
 
 void run(const GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty()) fail("give exactly one of --prompt or --prompt-ids");
-  if (!a.prompt.empty()) {
-    fail("--prompt needs the text tokenizer, which is not built yet; pass token ids with --prompt-ids");
-  }
   if (a.max_tokens < 1) fail("--max-tokens must be at least 1");
   auto model = load_model_with_progress(a.model);
   const ModelConfig& c = model->config();
-  const std::vector<int32_t> prompt = parse_ids(a.prompt_ids, c.n_vocab);
+  std::optional<Tokenizer> tok;
+  if (model->file().has("tokenizer.ggml.tokens")) tok.emplace(tokenizer_spec_from_gguf(model->file()));
+  else if (!a.prompt.empty()) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); use --prompt-ids", a.model);
+  const std::vector<int32_t> prompt = a.prompt.empty() ? parse_ids(a.prompt_ids, c.n_vocab) : tok->encode(a.prompt, true);
+  if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
   ThreadPool pool(a.threads);
 
   SingleSequence seq(*model, int64_t(prompt.size()) + a.max_tokens);
@@ -108,7 +104,7 @@ void run(const GenerateArgs& a) {
     const int64_t rows = int64_t(all_logits.size()) / c.n_vocab;
     write_npy_f32(a.logits_out, {rows, c.n_vocab}, all_logits.data());
   }
-  const std::string text = ids_to_text(model->file(), out);
+  const std::string text = tok ? ids_to_text(*tok, out) : std::string();
   if (a.json) {
     nlohmann::json j = {{"prompt_ids", prompt}, {"output_ids", out}, {"text", text}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -124,12 +120,13 @@ void register_generate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt offline");
   cmd->footer(
       "Examples:\n"
+      "  moengine generate --model tiny.gguf --prompt 'The experts' --max-tokens 8\n"
       "  moengine generate --model tiny.gguf --prompt-ids 1,2,3 --max-tokens 8 --json\n"
       "  moengine generate --model tiny.gguf --prompt-ids 5,6 --logits-out logits.npy\n"
       "--logits-out writes float32 [n_prompt + n_generated - 1, n_vocab]: row i holds the logits\n"
       "after consuming token i (prompt rows from the batched prefill, then one row per decode step).");
   cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
-  cmd->add_option("--prompt,-p", args->prompt, "Prompt text (needs the tokenizer)");
+  cmd->add_option("--prompt,-p", args->prompt, "Prompt text, encoded with the model's own tokenizer (BOS as the file asks)");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
   cmd->add_option("--max-tokens,-n", args->max_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 = greedy")->capture_default_str();

@@ -193,6 +193,12 @@ void write_metadata(const GenSpec& g, GgufWriter& w) {
     w.set_f32(p + "rope.freq_base", 1000000.0f);
   }
 
+  if (g.vocab) {
+    if (int64_t(g.vocab->tokens.size()) != g.n_vocab)
+      fail("gen-model: the vocabulary has {} tokens but n_vocab is {}", g.vocab->tokens.size(), g.n_vocab);
+    write_gguf_vocab(w, *g.vocab);
+    return;
+  }
   const SyntheticVocab v = make_synthetic_vocab(g.n_vocab, ds ? VocabFlavor::Deepseek : VocabFlavor::Qwen);
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", v.pre);

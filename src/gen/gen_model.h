@@ -4,11 +4,13 @@
 // loading and compute paths as real DeepSeek and Qwen3-MoE files.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/ggml_type.h"
 #include "model/model_config.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace moe {
 
@@ -47,6 +49,9 @@ struct GenSpec {
   GgmlType type = GgmlType::F32;
   bool q4_k_m = false;
   uint64_t seed = 42;
+  // A real vocabulary (e.g. from tokenizer.json) to embed instead of the synthetic one;
+  // n_vocab must then be its size.
+  std::shared_ptr<const GgufVocab> vocab;
 };
 
 // Presets: "tiny" (tests), "mid" (DeepSeek-V2-Lite-like, about 2.6B total / 0.5B active

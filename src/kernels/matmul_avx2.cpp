@@ -14,6 +14,7 @@ using namespace avx2;
 // ---- float weights: f32 activations, weights widened 8 at a time ----------------------
 
 struct F32Load {
+  static constexpr int kBytes = 4;
   MOE_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t i) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
   }
@@ -23,6 +24,7 @@ struct F32Load {
 };
 
 struct F16Load {
+  static constexpr int kBytes = 2;
   MOE_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }
@@ -34,6 +36,7 @@ struct F16Load {
 };
 
 struct BF16Load {
+  static constexpr int kBytes = 2;
   MOE_AVX2_INLINE static __m256 load8(const uint8_t* row, int64_t i) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
@@ -50,11 +53,12 @@ struct BF16Load {
 
 template <class L>
 struct FloatKernel {
-  static constexpr int kGemvRows = 4, kRows = 4, kTokens = 3;
+  static constexpr int kRows = 4, kTokens = 3;
 
   template <int R, int T>
   MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
-                            int64_t ldy) {
+                            int64_t ldy, int64_t pf_row) {
+    const PrefetchRows<R> pf(w, row, pf_row);
     const uint8_t* wr[R];
     const float* a[T];
     for (int r = 0; r < R; ++r) wr[r] = w.row(row + r);
@@ -64,9 +68,26 @@ struct FloatKernel {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     const int64_t n8 = w.cols / 8 * 8;
-    for (int64_t i = 0; i < n8; i += 8) {
+    int64_t i = 0;
+    if constexpr (R == 1 && T == 1) {
+      // Decode: one row must supply all the independent work itself. Four accumulators
+      // cover the FMA latency; 32 elements per step are one or two cache lines.
+      __m256 more[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (; i + 32 <= n8; i += 32) {
+        pf.template fetch<L::kBytes / 2>(0, i * L::kBytes);
+        acc[0][0] = _mm256_fmadd_ps(L::load8(wr[0], i), _mm256_loadu_ps(a[0] + i), acc[0][0]);
+        more[0] = _mm256_fmadd_ps(L::load8(wr[0], i + 8), _mm256_loadu_ps(a[0] + i + 8), more[0]);
+        more[1] = _mm256_fmadd_ps(L::load8(wr[0], i + 16), _mm256_loadu_ps(a[0] + i + 16), more[1]);
+        more[2] = _mm256_fmadd_ps(L::load8(wr[0], i + 24), _mm256_loadu_ps(a[0] + i + 24), more[2]);
+      }
+      acc[0][0] = _mm256_add_ps(_mm256_add_ps(acc[0][0], more[0]), _mm256_add_ps(more[1], more[2]));
+    }
+    for (; i < n8; i += 8) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
+        if constexpr (T == 1) {
+          if (i * L::kBytes % 64 == 0) pf.template fetch<1>(r, i * L::kBytes);
+        }
         const __m256 wv = L::load8(wr[r], i);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[t] + i), acc[r][t]);
@@ -185,11 +206,32 @@ MOE_AVX2_INLINE void one_block(const typename C::Block* const (&wr)[R], const Q8
 }
 
 struct Q8_0Kernel {
-  static constexpr int kGemvRows = 4, kRows = 4, kTokens = 2;
+  static constexpr int kRows = 4, kTokens = 2;
+
+  // One row, blocks b..b+3, every token.
+  template <int T>
+  MOE_AVX2_INLINE static void group(const BlockQ8_0* blk, const Q8x32View (&a)[T], int64_t b, __m256 (&acc)[T]) {
+    const __m128 s4 = scales4(blk);
+    const __m256 dw = _mm256_set_m128(s4, s4);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      __m256i m[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = load(blk[k].qs);
+        m[k] = dot_u8s8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load(a[t].qs + 32 * (b + k)), q));
+      }
+      // Lanes [b0 b1 b2 b3 | b0 b1 b2 b3], each half of a block's sum.
+      const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+      const __m256 da = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(a[t].d + b));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, da), acc[t]);
+    }
+  }
 
   template <int R, int T>
   MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
-                            int64_t ldy) {
+                            int64_t ldy, int64_t pf_row) {
+    const PrefetchRows<R> pf(w, row, pf_row);
     const BlockQ8_0* wr[R];
     Q8x32View a[T];
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const BlockQ8_0*>(w.row(row + r));
@@ -199,42 +241,84 @@ struct Q8_0Kernel {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
-    for (int64_t b = 0; b < nb4; b += 4) {
-      __m256 da[T];  // activation scales of the 4 blocks, in both lanes
-      for (int t = 0; t < T; ++t) da[t] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(a[t].d + b));
+    int64_t b = 0;
+    if constexpr (R == 1 && T == 1) {
+      // Decode: two groups per step into two accumulators, so that one row alone keeps
+      // enough independent work in flight.
+      __m256 acc2[1] = {_mm256_setzero_ps()};
+      for (; b + 8 <= nb4; b += 8) {
+        pf.template fetch<5>(0, b * int64_t(sizeof(BlockQ8_0)));
+        group<1>(wr[0] + b, a, b, acc[0]);
+        group<1>(wr[0] + b + 4, a, b + 4, acc2);
+      }
+      acc[0][0] = _mm256_add_ps(acc[0][0], acc2[0]);
+    }
+    for (; b < nb4; b += 4) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const BlockQ8_0* blk = wr[r] + b;
-        const __m128 s4 = scales4(blk);
-        const __m256 dw = _mm256_set_m128(s4, s4);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          __m256i m[4];
-#pragma GCC unroll 4
-          for (int k = 0; k < 4; ++k) {
-            const __m256i q = load(blk[k].qs);
-            m[k] = dot_u8s8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load(a[t].qs + 32 * (b + k)), q));
-          }
-          // Lanes [b0 b1 b2 b3 | b0 b1 b2 b3], each half of a block's sum.
-          const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, da[t]), acc[r][t]);
-        }
+        if constexpr (T == 1) pf.template fetch<3>(r, b * int64_t(sizeof(BlockQ8_0)));
+        group<T>(wr[r] + b, a, b, acc[r]);
       }
     }
-    for (int64_t b = nb4; b < nb; ++b) one_block<Q8_0Codes, R, T>(wr, a, b, acc);
+    for (; b < nb; ++b) one_block<Q8_0Codes, R, T>(wr, a, b, acc);
     store_tile(acc, y, ldy, row, tok);
   }
 };
 
-// q4_0 / q5_0: blocks in pairs (see CodePair), groups of two pairs.
+// q4_0 / q5_0: blocks in pairs (see CodePair), groups of two pairs. The activation side
+// of a group (its codes regrouped to match, scales, offsets) is prepared once per token
+// and shared by the rows of a tile.
+struct PairActs {
+  __m256i q[4];  // per pair: elements 0..15 of both blocks, then 16..31
+  __m256 da;     // activation scales in the lane order of the folded sums
+  __m256i off;   // -offset/2 * code sum, same order
+};
+
 template <class C>
 struct PairKernel {
-  static constexpr int kGemvRows = 3, kRows = 4, kTokens = 2;
+  static constexpr int kRows = 4, kTokens = 2;
+
+  // After hadd of the two pairs the lanes are [b0 b0 b2 b2 | b1 b1 b3 b3].
+  MOE_AVX2_INLINE static __m256i order() { return _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3); }
+
+  MOE_AVX2_INLINE static PairActs prepare(const Q8x32View& a, int64_t b) {
+    PairActs p;
+    const int8_t* q = a.qs + 32 * b;
+    const __m256i x0 = load(q), x1 = load(q + 32), x2 = load(q + 64), x3 = load(q + 96);
+    p.q[0] = _mm256_permute2x128_si256(x0, x1, 0x20);
+    p.q[1] = _mm256_permute2x128_si256(x0, x1, 0x31);
+    p.q[2] = _mm256_permute2x128_si256(x2, x3, 0x20);
+    p.q[3] = _mm256_permute2x128_si256(x2, x3, 0x31);
+    p.da = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(a.d + b)), order());
+    const __m256i s = _mm256_permutevar8x32_epi32(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.s + b))), order());
+    constexpr int kShift = C::kOffset == 8 ? 2 : 3;  // each lane carries offset / 2 per code sum
+    p.off = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, kShift));
+    return p;
+  }
+
+  // One row, blocks b..b+3, every token.
+  template <int T>
+  MOE_AVX2_INLINE static void group(const typename C::Block* blk, const PairActs (&pa)[T], __m256 (&acc)[T]) {
+    const __m256 dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales4(blk)), order());
+    const CodePair p01 = C::pair(blk[0], blk[1]), p23 = C::pair(blk[2], blk[3]);
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256i m01 = _mm256_madd_epi16(
+          _mm256_add_epi16(_mm256_maddubs_epi16(p01.lo, pa[t].q[0]), _mm256_maddubs_epi16(p01.hi, pa[t].q[1])), ones);
+      const __m256i m23 = _mm256_madd_epi16(
+          _mm256_add_epi16(_mm256_maddubs_epi16(p23.lo, pa[t].q[2]), _mm256_maddubs_epi16(p23.hi, pa[t].q[3])), ones);
+      const __m256i h = _mm256_add_epi32(_mm256_hadd_epi32(m01, m23), pa[t].off);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, pa[t].da), acc[t]);
+    }
+  }
 
   template <int R, int T>
   MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
-                            int64_t ldy) {
+                            int64_t ldy, int64_t pf_row) {
     using Block = typename C::Block;
+    const PrefetchRows<R> pf(w, row, pf_row);
     const Block* wr[R];
     Q8x32View a[T];
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(w.row(row + r));
@@ -243,46 +327,29 @@ struct PairKernel {
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
-    // After hadd of the two pairs the lanes are [b0 b0 b2 b2 | b1 b1 b3 b3].
-    const __m256i order = _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3);
-    const int shift = C::kOffset == 8 ? 2 : 3;  // each lane carries offset / 2 per code sum
     const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
-    for (int64_t b = 0; b < nb4; b += 4) {
-      __m256i act[T][4];  // per pair: elements 0..15 of both blocks, then 16..31
-      __m256 da[T];
-      __m256i off[T];
-      for (int t = 0; t < T; ++t) {
-        const int8_t* q = a[t].qs + 32 * b;
-        const __m256i x0 = load(q), x1 = load(q + 32), x2 = load(q + 64), x3 = load(q + 96);
-        act[t][0] = _mm256_permute2x128_si256(x0, x1, 0x20);
-        act[t][1] = _mm256_permute2x128_si256(x0, x1, 0x31);
-        act[t][2] = _mm256_permute2x128_si256(x2, x3, 0x20);
-        act[t][3] = _mm256_permute2x128_si256(x2, x3, 0x31);
-        da[t] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(a[t].d + b)), order);
-        const __m256i s = _mm256_permutevar8x32_epi32(
-            _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t].s + b))), order);
-        off[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, shift));
+    int64_t b = 0;
+    if constexpr (R == 1 && T == 1) {
+      // Decode: two groups per step into two accumulators (see Q8_0Kernel).
+      __m256 acc2[1] = {_mm256_setzero_ps()};
+      for (; b + 8 <= nb4; b += 8) {
+        pf.template fetch<3>(0, b * int64_t(sizeof(Block)));
+        const PairActs p0[1] = {prepare(a[0], b)}, p1[1] = {prepare(a[0], b + 4)};
+        group<1>(wr[0] + b, p0, acc[0]);
+        group<1>(wr[0] + b + 4, p1, acc2);
       }
+      acc[0][0] = _mm256_add_ps(acc[0][0], acc2[0]);
+    }
+    for (; b < nb4; b += 4) {
+      PairActs pa[T];
+      for (int t = 0; t < T; ++t) pa[t] = prepare(a[t], b);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const Block* blk = wr[r] + b;
-        const __m256 dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales4(blk)), order);
-        const CodePair p01 = C::pair(blk[0], blk[1]), p23 = C::pair(blk[2], blk[3]);
-        const __m256i ones = _mm256_set1_epi16(1);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          const __m256i m01 = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p01.lo, act[t][0]),
-                                                                 _mm256_maddubs_epi16(p01.hi, act[t][1])),
-                                                ones);
-          const __m256i m23 = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p23.lo, act[t][2]),
-                                                                 _mm256_maddubs_epi16(p23.hi, act[t][3])),
-                                                ones);
-          const __m256i h = _mm256_add_epi32(_mm256_hadd_epi32(m01, m23), off[t]);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, da[t]), acc[r][t]);
-        }
+        if constexpr (T == 1) pf.template fetch<2>(r, b * int64_t(sizeof(Block)));
+        group<T>(wr[r] + b, pa, acc[r]);
       }
     }
-    for (int64_t b = nb4; b < nb; ++b) one_block<C, R, T>(wr, a, b, acc);
+    for (; b < nb; ++b) one_block<C, R, T>(wr, a, b, acc);
     store_tile(acc, y, ldy, row, tok);
   }
 };

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/matmul.h"
+
 #define MOE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define MOE_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
 
@@ -34,6 +36,21 @@ MOE_AVX2_INLINE __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scale) {
 MOE_AVX2_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 MOE_AVX2_INLINE __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Weight rows a GEMV tile prefetches: the next tile's rows when there is one, else its own
+// (already cached, so those prefetches cost an instruction and nothing else).
+template <int R>
+struct PrefetchRows {
+  const uint8_t* p[R];
+  MOE_AVX2_INLINE PrefetchRows(const QMatrix& w, int64_t row, int64_t pf_row) {
+    for (int r = 0; r < R; ++r) p[r] = w.row(pf_row >= 0 ? pf_row + r : row + r);
+  }
+  // Cache lines [offset, offset + 64 * kLines) of row r.
+  template <int kLines>
+  MOE_AVX2_INLINE void fetch(int r, int64_t offset) const {
+    for (int k = 0; k < kLines; ++k) _mm_prefetch(reinterpret_cast<const char*>(p[r] + offset + 64 * k), _MM_HINT_T0);
+  }
+};
 
 // Writes acc[r][t] (reduced) to y[(tok + t) * ldy + row + r].
 template <int R, int T>

@@ -45,7 +45,7 @@ BpeModel::Merge BpeModel::PairTable::find(int32_t left, int32_t right) const {
 
 BpeModel::BpeModel(const std::vector<std::string>& tokens,
                    const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges)
-    : n_merges_(merges.size()), ignore_merges_(ignore_merges) {
+    : ignore_merges_(ignore_merges) {
   std::unordered_map<std::string_view, int32_t> ids;
   ids.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i)

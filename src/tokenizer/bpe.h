@@ -24,8 +24,6 @@ class BpeModel {
   // Appends the ids of one pre-tokenized word (raw bytes).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  size_t n_merges() const { return n_merges_; }
-
  private:
   struct Merge {
     int32_t rank = -1;
@@ -55,7 +53,6 @@ class BpeModel {
 
   std::array<int32_t, 256> byte_token_{};
   PairTable pairs_;
-  size_t n_merges_ = 0;
   bool ignore_merges_ = false;
   std::unordered_map<std::string, int32_t> whole_tokens_;  // raw bytes -> id, for ignore_merges
 

@@ -21,8 +21,6 @@ class Regex {
   // lookarounds see all of it, so pass the whole piece being split, not a tail of it.
   bool find(std::string_view subject, size_t start, size_t& begin, size_t& end) const;
 
-  const std::string& pattern() const { return pattern_; }
-
  private:
   std::string pattern_;
   void* code_ = nullptr;  // pcre2_code_8*

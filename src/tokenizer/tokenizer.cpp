@@ -176,10 +176,4 @@ const std::string& Tokenizer::token_bytes(int32_t id) const {
 
 bool Tokenizer::is_special(int32_t id) const { return id >= 0 && size_t(id) < special_.size() && special_[size_t(id)]; }
 
-std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
-  for (size_t i = 0; i < spec_.tokens.size(); ++i)
-    if (spec_.tokens[i] == text) return int32_t(i);
-  return std::nullopt;
-}
-
 }  // namespace moe

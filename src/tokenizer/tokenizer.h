@@ -70,7 +70,6 @@ class Tokenizer {
   // Raw bytes of one token; throws moe::Error for an id outside the vocabulary.
   const std::string& token_bytes(int32_t id) const;
   bool is_special(int32_t id) const;
-  std::optional<int32_t> find_token(std::string_view text) const;  // by exact text (spelling)
   int32_t n_vocab() const { return int32_t(spec_.tokens.size()); }
 
   int32_t bos_id() const { return spec_.bos_id; }

@@ -8,7 +8,7 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer targets
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libxxhash-dev libpcre2-dev
+  libxxhash-dev libpcre2-dev libicu-dev
 )
 
 sudo_cmd=""

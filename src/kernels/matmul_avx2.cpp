@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C kernels for float weights and the 32-element block types (q8_0, q4_0,
 // q5_0), and the AVX2 activation packer. k-quants live in matmul_avx2_k.cpp.
 #include <cstring>
+#include <vector>
 
 #include "kernels/matmul_avx2.h"
 #include "kernels/matmul_impl.h"
@@ -329,17 +330,6 @@ struct PairKernel {
     }
     const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
     int64_t b = 0;
-    if constexpr (R == 1 && T == 1) {
-      // Decode: two groups per step into two accumulators (see Q8_0Kernel).
-      __m256 acc2[1] = {_mm256_setzero_ps()};
-      for (; b + 8 <= nb4; b += 8) {
-        pf.template fetch<3>(0, b * int64_t(sizeof(Block)));
-        const PairActs p0[1] = {prepare(a[0], b)}, p1[1] = {prepare(a[0], b + 4)};
-        group<1>(wr[0] + b, p0, acc[0]);
-        group<1>(wr[0] + b + 4, p1, acc2);
-      }
-      acc[0][0] = _mm256_add_ps(acc[0][0], acc2[0]);
-    }
     for (; b < nb4; b += 4) {
       PairActs pa[T];
       for (int t = 0; t < T; ++t) pa[t] = prepare(a[t], b);
@@ -352,11 +342,54 @@ struct PairKernel {
     for (; b < nb; ++b) one_block<C, R, T>(wr, a, b, acc);
     store_tile(acc, y, ldy, row, tok);
   }
+
+  // Decode: the regrouped activations are the same for every row, so they are prepared
+  // once per call (per row they would cost a third of the work) and kept per thread.
+  MOE_AVX2 static void gemv_row(const QMatrix& w, int64_t r, int64_t pf_row, const Q8x32View& a,
+                                const PairActs* prep, float* y) {
+    using Block = typename C::Block;
+    const PrefetchRows<1> pf(w, r, pf_row);
+    const Block* const wr[1] = {reinterpret_cast<const Block*>(w.row(r))};
+    const Q8x32View av[1] = {a};
+    __m256 acc[1][1] = {{_mm256_setzero_ps()}}, acc2[1] = {_mm256_setzero_ps()};
+    const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
+    int64_t b = 0;
+    for (; b + 8 <= nb4; b += 8) {  // two groups into two accumulators
+      pf.template fetch<3>(0, b * int64_t(sizeof(Block)));
+      group<1>(wr[0] + b, *reinterpret_cast<const PairActs(*)[1]>(prep + b / 4), acc[0]);
+      group<1>(wr[0] + b + 4, *reinterpret_cast<const PairActs(*)[1]>(prep + b / 4 + 1), acc2);
+    }
+    for (; b < nb4; b += 4) group<1>(wr[0] + b, *reinterpret_cast<const PairActs(*)[1]>(prep + b / 4), acc[0]);
+    acc[0][0] = _mm256_add_ps(acc[0][0], acc2[0]);
+    for (; b < nb; ++b) one_block<C, 1, 1>(wr, av, b, acc);
+    y[r] = hsum(acc[0][0]);
+  }
+
+  MOE_AVX2 static void prepare_all(const Q8x32View& a, int64_t groups, PairActs* prep) {
+    for (int64_t g = 0; g < groups; ++g) prep[g] = prepare(a, 4 * g);
+  }
+
+  static void gemv(const QMatrix& w, const PackedActs& x, float* y, int64_t r0, int64_t r1) {
+    // Not std::allocator: instantiated outside AVX2 code it may not honour the 32-byte
+    // alignment of __m256i members.
+    thread_local std::vector<PairActs, detail::CacheAlignedAllocator<PairActs>> prep;
+    const int64_t groups = w.cols / 128;
+    if (int64_t(prep.size()) < groups) prep.resize(size_t(groups));
+    const Q8x32View a = q8x32_view(x, 0);
+    prepare_all(a, groups, prep.data());
+    gemv_loop(w, r0, r1, [&](int64_t r, int64_t pf_row) { gemv_row(w, r, pf_row, a, prep.data(), y); });
+  }
 };
 
 template <class K>
 void rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   run_tiles<K>(w, x, y, ldy, r0, r1);
+}
+
+template <class C>
+void pair_rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  if (x.n_tokens() == 1) return PairKernel<C>::gemv(w, x, y, r0, r1);
+  run_tiles<PairKernel<C>>(w, x, y, ldy, r0, r1);
 }
 
 // ---- activation packing -----------------------------------------------------------------
@@ -419,8 +452,8 @@ RowsFn avx2_rows(GgmlType t) {
     case GgmlType::F16: return rows<FloatKernel<F16Load>>;
     case GgmlType::BF16: return rows<FloatKernel<BF16Load>>;
     case GgmlType::Q8_0: return rows<Q8_0Kernel>;
-    case GgmlType::Q4_0: return rows<PairKernel<Q4_0Codes>>;
-    case GgmlType::Q5_0: return rows<PairKernel<Q5_0Codes>>;
+    case GgmlType::Q4_0: return pair_rows<Q4_0Codes>;
+    case GgmlType::Q5_0: return pair_rows<Q5_0Codes>;
     default: return nullptr;
   }
 }

@@ -106,6 +106,18 @@ void tail_tokens(const QMatrix& w, int64_t r, const PackedActs& x, int64_t t, in
   }
 }
 
+// The decode row loop (see run_tiles): row(r, pf_row) for r in [r0, r1), where pf_row is
+// the row to prefetch while computing r, or -1.
+template <class RowFn>
+void gemv_loop(const QMatrix& w, int64_t r0, int64_t r1, RowFn row) {
+  const int64_t rb = int64_t(row_bytes(w.type, w.cols));
+  const int64_t ahead = std::max<int64_t>(1, (2048 + rb - 1) / rb);
+  for (int64_t r = r0; r < std::min(r1, r0 + ahead); ++r) {
+    for (int64_t off = 0; off < rb; off += 64) __builtin_prefetch(w.row(r) + off);
+  }
+  for (int64_t r = r0; r < r1; ++r) row(r, r + ahead < r1 ? r + ahead : -1);
+}
+
 // Walks rows [r0, r1) x all tokens in tiles. K supplies the GEMM tile size and
 // `template <int R, int T> static void tile(w, row, x, tok, y, ldy, pf_row)` computing R
 // rows x T tokens.
@@ -123,12 +135,7 @@ template <class K>
 void run_tiles(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t nt = x.n_tokens();
   if (nt == 1) {
-    const int64_t rb = int64_t(row_bytes(w.type, w.cols));
-    const int64_t ahead = std::max<int64_t>(1, (2048 + rb - 1) / rb);
-    for (int64_t r = r0; r < std::min(r1, r0 + ahead); ++r) {
-      for (int64_t off = 0; off < rb; off += 64) __builtin_prefetch(w.row(r) + off);
-    }
-    for (int64_t r = r0; r < r1; ++r) K::template tile<1, 1>(w, r, x, 0, y, ldy, r + ahead < r1 ? r + ahead : -1);
+    gemv_loop(w, r0, r1, [&](int64_t r, int64_t pf_row) { K::template tile<1, 1>(w, r, x, 0, y, ldy, pf_row); });
     return;
   }
   constexpr int64_t kTokenBlock = 64;

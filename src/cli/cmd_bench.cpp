@@ -89,7 +89,7 @@ void run(const BenchModelArgs& a) {
   const double gflops = 2.0 * double(model->active_params_per_token()) * pp.mean / 1e9;
 
   if (a.json) {
-    nlohmann::json j = {{"model", a.model},
+    nlohmann::ordered_json j = {{"model", a.model},
                         {"threads", pool.size()},
                         {"cpu", cpu_features().describe()},
                         {"matmul_backend", matmul_backend_name()},

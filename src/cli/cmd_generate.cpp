@@ -106,7 +106,7 @@ void run(const GenerateArgs& a) {
   }
   const std::string text = tok ? ids_to_text(*tok, out) : std::string();
   if (a.json) {
-    nlohmann::json j = {{"prompt_ids", prompt}, {"output_ids", out}, {"text", text}};
+    nlohmann::ordered_json j = {{"prompt_ids", prompt}, {"output_ids", out}, {"text", text}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("%s\n", text.c_str());

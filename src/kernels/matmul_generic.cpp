@@ -70,62 +70,107 @@ float dot_half(const uint16_t* w, const float* a, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// IEEE half to float without branches for finite values (the core converter normalises
+// subnormals in a loop): the exponent-and-mantissa bits shifted into a float are the value
+// times 2^-112, exactly, subnormals included.
+float half_fast(uint16_t h) {
+  const uint32_t em = h & 0x7fffu;
+  float f;
+  if (em >= 0x7c00u) {  // inf, nan
+    const uint32_t bits = (em << 13) | 0x7f800000u;
+    std::memcpy(&f, &bits, 4);
+  } else {
+    const uint32_t bits = em << 13;
+    std::memcpy(&f, &bits, 4);
+    f *= 0x1p112f;
+  }
+  uint32_t out;
+  std::memcpy(&out, &f, 4);
+  out |= uint32_t(h & 0x8000u) << 16;
+  std::memcpy(&f, &out, 4);
+  return f;
+}
+
+// Weight codes (decoded per block into a small buffer) times activation codes.
+template <typename Code>
+int32_t idot(const Code* c, const int8_t* q, int n) {
+  int32_t s = 0;
+  for (int i = 0; i < n; ++i) s += int32_t(c[i]) * q[i];
+  return s;
+}
+
 float dot_q8_0(const BlockQ8_0* w, const Q8x32View& a, int64_t nb) {
   float acc = 0;
   for (int64_t b = 0; b < nb; ++b) {
-    int32_t s = 0;
-    for (int i = 0; i < 32; ++i) s += int32_t(w[b].qs[i]) * a.qs[32 * b + i];
-    acc += fp16_to_f32(w[b].d) * a.d[b] * float(s);
+    acc += half_fast(w[b].d) * a.d[b] * float(idot(w[b].qs, a.qs + 32 * b, 32));
   }
   return acc;
 }
 
-float dot_q4_0(const BlockQ4_0* w, const Q8x32View& a, int64_t nb) {
+void codes_q4_0(const BlockQ4_0& b, uint8_t c[32]) {
+  for (int i = 0; i < 16; ++i) {
+    c[i] = b.qs[i] & 15;
+    c[i + 16] = b.qs[i] >> 4;
+  }
+}
+
+void codes_q5_0(const BlockQ5_0& b, uint8_t c[32]) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int i = 0; i < 16; ++i) {
+    c[i] = uint8_t((b.qs[i] & 15) | ((qh >> i) & 1) << 4);
+    c[i + 16] = uint8_t((b.qs[i] >> 4) | ((qh >> (i + 16)) & 1) << 4);
+  }
+}
+
+template <typename Block, void (*Codes)(const Block&, uint8_t*), int kOffset>
+float dot_q4_5_0(const Block* w, const Q8x32View& a, int64_t nb) {
   float acc = 0;
   for (int64_t b = 0; b < nb; ++b) {
-    const int8_t* q = a.qs + 32 * b;
-    int32_t s = 0;
-    for (int i = 0; i < 16; ++i) s += (w[b].qs[i] & 15) * q[i] + (w[b].qs[i] >> 4) * q[i + 16];
-    acc += fp16_to_f32(w[b].d) * a.d[b] * float(s - 8 * a.s[b]);
+    uint8_t c[32];
+    Codes(w[b], c);
+    acc += half_fast(w[b].d) * a.d[b] * float(idot(c, a.qs + 32 * b, 32) - kOffset * a.s[b]);
   }
   return acc;
 }
 
-float dot_q5_0(const BlockQ5_0* w, const Q8x32View& a, int64_t nb) {
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const int8_t* q = a.qs + 32 * b;
-    uint32_t qh;
-    std::memcpy(&qh, w[b].qh, 4);
-    int32_t s = 0;
-    for (int i = 0; i < 16; ++i) {
-      const int lo = (w[b].qs[i] & 15) | int((qh >> i) & 1) << 4;
-      const int hi = (w[b].qs[i] >> 4) | int((qh >> (i + 16)) & 1) << 4;
-      s += lo * q[i] + hi * q[i + 16];
+// Unsigned codes of a q4_K / q5_K super-block in element order.
+void codes_k4(const BlockQ4_K& b, uint8_t c[256]) {
+  for (int k = 0; k < 4; ++k) {
+    for (int l = 0; l < 32; ++l) {
+      c[64 * k + l] = b.qs[32 * k + l] & 15;
+      c[64 * k + 32 + l] = b.qs[32 * k + l] >> 4;
     }
-    acc += fp16_to_f32(w[b].d) * a.d[b] * float(s - 16 * a.s[b]);
   }
-  return acc;
+}
+
+void codes_k5(const BlockQ5_K& b, uint8_t c[256]) {
+  for (int k = 0; k < 4; ++k) {
+    for (int l = 0; l < 32; ++l) {
+      c[64 * k + l] = uint8_t((b.qs[32 * k + l] & 15) | ((b.qh[l] >> (2 * k)) & 1) << 4);
+      c[64 * k + 32 + l] = uint8_t((b.qs[32 * k + l] >> 4) | ((b.qh[l] >> (2 * k + 1)) & 1) << 4);
+    }
+  }
 }
 
 // q4_K and q5_K: sum_j sc_j * dot(codes_j, a_j) scaled by d, minus sum_j m_j * sum(a_j)
-// scaled by dmin; codes(k, l, hi) gives the unsigned code of element 64k + 32hi + l.
-template <typename Block, typename Codes>
-float dot_k_asym(const Block* w, const Q8x256View& a, int64_t nsb, Codes codes) {
+// scaled by dmin.
+template <typename Block, void (*Codes)(const Block&, uint8_t*)>
+float dot_k_asym(const Block* w, const Q8x256View& a, int64_t nsb) {
   float acc = 0;
   for (int64_t b = 0; b < nsb; ++b) {
     const int8_t* q = a.qs + 256 * b;
     const int16_t* bs = a.bsums + 16 * b;
+    uint8_t c[256];
+    Codes(w[b], c);
     int32_t sum = 0, mins = 0;
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
       unpack_scale_min_k4(w[b].scales, j, &sc, &m);
-      int32_t s = 0;
-      for (int l = 0; l < 32; ++l) s += codes(w[b], j / 2, l, j % 2) * q[32 * j + l];
-      sum += sc * s;
+      sum += sc * idot(c + 32 * j, q + 32 * j, 32);
       mins += m * (bs[2 * j] + bs[2 * j + 1]);
     }
-    acc += a.d[b] * (fp16_to_f32(w[b].d) * float(sum) - fp16_to_f32(w[b].dmin) * float(mins));
+    acc += a.d[b] * (half_fast(w[b].d) * float(sum) - half_fast(w[b].dmin) * float(mins));
   }
   return acc;
 }
@@ -135,22 +180,21 @@ float dot_q6_K(const BlockQ6_K* w, const Q8x256View& a, int64_t nsb) {
   for (int64_t b = 0; b < nsb; ++b) {
     const int8_t* q = a.qs + 256 * b;
     const int16_t* bs = a.bsums + 16 * b;
-    int32_t sum = 0;
+    uint8_t c[256];  // codes + 32, element order
     for (int n = 0; n < 2; ++n) {
       const uint8_t* ql = w[b].ql + 64 * n;
       const uint8_t* qh = w[b].qh + 32 * n;
-      int32_t s[8] = {};  // per 16-element group of this half
+      uint8_t* cc = c + 128 * n;
       for (int l = 0; l < 32; ++l) {
-        const int g = l / 16;
-        const int8_t* qq = q + 128 * n + l;
-        s[g] += ((ql[l] & 15) | ((qh[l] & 3) << 4)) * qq[0];
-        s[g + 2] += ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) * qq[32];
-        s[g + 4] += ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * qq[64];
-        s[g + 6] += ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * qq[96];
+        cc[l] = uint8_t((ql[l] & 15) | (qh[l] & 3) << 4);
+        cc[l + 32] = uint8_t((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4);
+        cc[l + 64] = uint8_t((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+        cc[l + 96] = uint8_t((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
       }
-      for (int g = 0; g < 8; ++g) sum += w[b].scales[8 * n + g] * (s[g] - 32 * bs[8 * n + g]);
     }
-    acc += fp16_to_f32(w[b].d) * a.d[b] * float(sum);
+    int32_t sum = 0;
+    for (int g = 0; g < 16; ++g) sum += w[b].scales[g] * (idot(c + 16 * g, q + 16 * g, 16) - 32 * bs[g]);
+    acc += half_fast(w[b].d) * a.d[b] * float(sum);
   }
   return acc;
 }
@@ -185,28 +229,10 @@ void rows_q8x32(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, in
   });
 }
 
-void rows_q4_K(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  auto codes = [](const BlockQ4_K& b, int k, int l, int hi) {
-    return hi ? b.qs[32 * k + l] >> 4 : b.qs[32 * k + l] & 15;
-  };
+template <typename Block, float (*Dot)(const Block*, const Q8x256View&, int64_t)>
+void rows_q8x256(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   each_row_token(w, x, y, ldy, r0, r1, [&](const uint8_t* row, int64_t t) {
-    return dot_k_asym(reinterpret_cast<const BlockQ4_K*>(row), q8x256_view(x, t), w.cols / 256, codes);
-  });
-}
-
-void rows_q5_K(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  auto codes = [](const BlockQ5_K& b, int k, int l, int hi) {
-    const int lo4 = hi ? b.qs[32 * k + l] >> 4 : b.qs[32 * k + l] & 15;
-    return lo4 | ((b.qh[l] >> (2 * k + hi)) & 1) << 4;
-  };
-  each_row_token(w, x, y, ldy, r0, r1, [&](const uint8_t* row, int64_t t) {
-    return dot_k_asym(reinterpret_cast<const BlockQ5_K*>(row), q8x256_view(x, t), w.cols / 256, codes);
-  });
-}
-
-void rows_q6_K(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  each_row_token(w, x, y, ldy, r0, r1, [&](const uint8_t* row, int64_t t) {
-    return dot_q6_K(reinterpret_cast<const BlockQ6_K*>(row), q8x256_view(x, t), w.cols / 256);
+    return Dot(reinterpret_cast<const Block*>(row), q8x256_view(x, t), w.cols / 256);
   });
 }
 
@@ -215,14 +241,14 @@ void rows_q6_K(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int
 RowsFn generic_rows(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return rows_f32;
-    case GgmlType::F16: return rows_half<fp16_to_f32>;
+    case GgmlType::F16: return rows_half<half_fast>;
     case GgmlType::BF16: return rows_half<bf16_to_f32>;
     case GgmlType::Q8_0: return rows_q8x32<BlockQ8_0, dot_q8_0>;
-    case GgmlType::Q4_0: return rows_q8x32<BlockQ4_0, dot_q4_0>;
-    case GgmlType::Q5_0: return rows_q8x32<BlockQ5_0, dot_q5_0>;
-    case GgmlType::Q4_K: return rows_q4_K;
-    case GgmlType::Q5_K: return rows_q5_K;
-    case GgmlType::Q6_K: return rows_q6_K;
+    case GgmlType::Q4_0: return rows_q8x32<BlockQ4_0, dot_q4_5_0<BlockQ4_0, codes_q4_0, 8>>;
+    case GgmlType::Q5_0: return rows_q8x32<BlockQ5_0, dot_q4_5_0<BlockQ5_0, codes_q5_0, 16>>;
+    case GgmlType::Q4_K: return rows_q8x256<BlockQ4_K, dot_k_asym<BlockQ4_K, codes_k4>>;
+    case GgmlType::Q5_K: return rows_q8x256<BlockQ5_K, dot_k_asym<BlockQ5_K, codes_k5>>;
+    case GgmlType::Q6_K: return rows_q8x256<BlockQ6_K, dot_q6_K>;
     default: return nullptr;
   }
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "kernels/matmul_impl.h"
@@ -59,37 +60,29 @@ float dot_f32(const float* w, const float* a, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-template <float (*Widen)(uint16_t)>
-float dot_half(const uint16_t* w, const float* a, int64_t n) {
+template <typename Widen>
+float dot_half(const uint16_t* w, const float* a, int64_t n, Widen widen) {
   float acc[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += Widen(w[i + k]) * a[i + k];
+    for (int k = 0; k < 8; ++k) acc[k] += widen(w[i + k]) * a[i + k];
   }
-  for (; i < n; ++i) acc[0] += Widen(w[i]) * a[i];
+  for (; i < n; ++i) acc[0] += widen(w[i]) * a[i];
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// IEEE half to float without branches for finite values (the core converter normalises
-// subnormals in a loop): the exponent-and-mantissa bits shifted into a float are the value
-// times 2^-112, exactly, subnormals included.
-float half_fast(uint16_t h) {
-  const uint32_t em = h & 0x7fffu;
-  float f;
-  if (em >= 0x7c00u) {  // inf, nan
-    const uint32_t bits = (em << 13) | 0x7f800000u;
-    std::memcpy(&f, &bits, 4);
-  } else {
-    const uint32_t bits = em << 13;
-    std::memcpy(&f, &bits, 4);
-    f *= 0x1p112f;
-  }
-  uint32_t out;
-  std::memcpy(&out, &f, 4);
-  out |= uint32_t(h & 0x8000u) << 16;
-  std::memcpy(&f, &out, 4);
-  return f;
+// IEEE half to float through a table of all 65536 values (256 KiB, built on first use):
+// a load per weight instead of the core converter's branches, as ggml's generic path does.
+const float* half_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_f32(uint16_t(h));
+    return t;
+  }();
+  return table.data();
 }
+
+float half_fast(uint16_t h) { return half_table()[h]; }
 
 // Weight codes (decoded per block into a small buffer) times activation codes.
 template <typename Code>
@@ -114,12 +107,25 @@ void codes_q4_0(const BlockQ4_0& b, uint8_t c[32]) {
   }
 }
 
+// Byte i of the result is 16 if bit i of `bits` is set, else 0 (eight at a time, in
+// 64-bit arithmetic: bit-by-bit loops here were the slowest part of the generic path).
+uint64_t spread_bit4(uint32_t bits) {
+  uint64_t x = uint64_t(bits & 0xff) * 0x0101010101010101ull;
+  x &= 0x8040201008040201ull;
+  x = (x + 0x7f7f7f7f7f7f7f7full) & 0x8080808080808080ull;
+  return x >> 3;
+}
+
 void codes_q5_0(const BlockQ5_0& b, uint8_t c[32]) {
   uint32_t qh;
   std::memcpy(&qh, b.qh, 4);
-  for (int i = 0; i < 16; ++i) {
-    c[i] = uint8_t((b.qs[i] & 15) | ((qh >> i) & 1) << 4);
-    c[i + 16] = uint8_t((b.qs[i] >> 4) | ((qh >> (i + 16)) & 1) << 4);
+  uint64_t q[2];
+  std::memcpy(q, b.qs, 16);
+  for (int h = 0; h < 2; ++h) {  // elements 8h..8h+7 and 16+8h..16+8h+7
+    const uint64_t lo = (q[h] & 0x0f0f0f0f0f0f0f0full) | spread_bit4(qh >> (8 * h));
+    const uint64_t hi = ((q[h] >> 4) & 0x0f0f0f0f0f0f0f0full) | spread_bit4(qh >> (16 + 8 * h));
+    std::memcpy(c + 8 * h, &lo, 8);
+    std::memcpy(c + 16 + 8 * h, &hi, 8);
   }
 }
 
@@ -215,10 +221,13 @@ void rows_f32(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int6
   });
 }
 
-template <float (*Widen)(uint16_t)>
+template <bool kBf16>
 void rows_half(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const float* table = half_table();
   each_row_token(w, x, y, ldy, r0, r1, [&](const uint8_t* row, int64_t t) {
-    return dot_half<Widen>(reinterpret_cast<const uint16_t*>(row), f32_view(x, t), w.cols);
+    const auto* h = reinterpret_cast<const uint16_t*>(row);
+    if constexpr (kBf16) return dot_half(h, f32_view(x, t), w.cols, bf16_to_f32);
+    return dot_half(h, f32_view(x, t), w.cols, [table](uint16_t v) { return table[v]; });
   });
 }
 
@@ -241,8 +250,8 @@ void rows_q8x256(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, i
 RowsFn generic_rows(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return rows_f32;
-    case GgmlType::F16: return rows_half<half_fast>;
-    case GgmlType::BF16: return rows_half<bf16_to_f32>;
+    case GgmlType::F16: return rows_half<false>;
+    case GgmlType::BF16: return rows_half<true>;
     case GgmlType::Q8_0: return rows_q8x32<BlockQ8_0, dot_q8_0>;
     case GgmlType::Q4_0: return rows_q8x32<BlockQ4_0, dot_q4_5_0<BlockQ4_0, codes_q4_0, 8>>;
     case GgmlType::Q5_0: return rows_q8x32<BlockQ5_0, dot_q4_5_0<BlockQ5_0, codes_q5_0, 16>>;

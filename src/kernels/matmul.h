@@ -56,7 +56,8 @@ struct QMatrix {
 //   f32, f16, bf16:        f32 [cols] (the weights are widened, the activations kept exact)
 //   q8_0, q4_0, q5_0:      int8 qs [cols] | f32 d [cols/32] | int32 sum(qs) [cols/32]
 //   q4_K, q5_K, q6_K:      int8 qs [cols] | f32 d [cols/256] | int16 sums of 16 qs [cols/16]
-// Each 32 (resp. 256) values share one scale d = max|x| / 127, q = round-to-even(x / d).
+// Each 32 (resp. 256) values share one scale d = max|x| / 127 and are coded as
+// q = round-to-nearest-even(x * 127 / max|x|). See docs/kernels.md.
 // Packing gives the same bytes on every code path.
 class PackedActs {
  public:
@@ -84,7 +85,9 @@ class PackedActs {
 };
 
 // y[t * ldy + r] = dot(W row r, x token t) for r in [row_begin, row_end) and every packed
-// token. Single-threaded: callers split rows (or experts) over the pool themselves.
+// token. Single-threaded: callers split rows (or experts) over the pool themselves. With
+// one token the rows are streamed in order and prefetched ahead within the range only, so
+// hand each thread runs of 16 or more contiguous rows rather than interleaved rows.
 void matmul_rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t row_begin,
                  int64_t row_end);
 

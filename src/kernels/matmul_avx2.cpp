@@ -13,6 +13,10 @@ namespace {
 using namespace avx2;
 
 // ---- float weights: f32 activations, weights widened 8 at a time ----------------------
+//
+// Every kernel in this file sums a (row, token) product in the same order whatever the
+// tile, decode included (one accumulator per pair, blocks in file order), so a token's
+// result is bit-identical alone or in a batch: the engine's "batched == alone" invariant.
 
 struct F32Load {
   static constexpr int kBytes = 4;
@@ -69,21 +73,7 @@ struct FloatKernel {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     const int64_t n8 = w.cols / 8 * 8;
-    int64_t i = 0;
-    if constexpr (R == 1 && T == 1) {
-      // Decode: one row must supply all the independent work itself. Four accumulators
-      // cover the FMA latency; 32 elements per step are one or two cache lines.
-      __m256 more[3] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (; i + 32 <= n8; i += 32) {
-        pf.template fetch<L::kBytes / 2>(0, i * L::kBytes);
-        acc[0][0] = _mm256_fmadd_ps(L::load8(wr[0], i), _mm256_loadu_ps(a[0] + i), acc[0][0]);
-        more[0] = _mm256_fmadd_ps(L::load8(wr[0], i + 8), _mm256_loadu_ps(a[0] + i + 8), more[0]);
-        more[1] = _mm256_fmadd_ps(L::load8(wr[0], i + 16), _mm256_loadu_ps(a[0] + i + 16), more[1]);
-        more[2] = _mm256_fmadd_ps(L::load8(wr[0], i + 24), _mm256_loadu_ps(a[0] + i + 24), more[2]);
-      }
-      acc[0][0] = _mm256_add_ps(_mm256_add_ps(acc[0][0], more[0]), _mm256_add_ps(more[1], more[2]));
-    }
-    for (; i < n8; i += 8) {
+    for (int64_t i = 0; i < n8; i += 8) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         if constexpr (T == 1) {
@@ -243,17 +233,6 @@ struct Q8_0Kernel {
     }
     const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
     int64_t b = 0;
-    if constexpr (R == 1 && T == 1) {
-      // Decode: two groups per step into two accumulators, so that one row alone keeps
-      // enough independent work in flight.
-      __m256 acc2[1] = {_mm256_setzero_ps()};
-      for (; b + 8 <= nb4; b += 8) {
-        pf.template fetch<5>(0, b * int64_t(sizeof(BlockQ8_0)));
-        group<1>(wr[0] + b, a, b, acc[0]);
-        group<1>(wr[0] + b + 4, a, b + 4, acc2);
-      }
-      acc[0][0] = _mm256_add_ps(acc[0][0], acc2[0]);
-    }
     for (; b < nb4; b += 4) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
@@ -351,16 +330,13 @@ struct PairKernel {
     const PrefetchRows<1> pf(w, r, pf_row);
     const Block* const wr[1] = {reinterpret_cast<const Block*>(w.row(r))};
     const Q8x32View av[1] = {a};
-    __m256 acc[1][1] = {{_mm256_setzero_ps()}}, acc2[1] = {_mm256_setzero_ps()};
+    __m256 acc[1][1] = {{_mm256_setzero_ps()}};
     const int64_t nb = w.cols / 32, nb4 = nb / 4 * 4;
     int64_t b = 0;
-    for (; b + 8 <= nb4; b += 8) {  // two groups into two accumulators
-      pf.template fetch<3>(0, b * int64_t(sizeof(Block)));
+    for (; b < nb4; b += 4) {
+      pf.template fetch<2>(0, b * int64_t(sizeof(Block)));
       group<1>(wr[0] + b, *reinterpret_cast<const PairActs(*)[1]>(prep + b / 4), acc[0]);
-      group<1>(wr[0] + b + 4, *reinterpret_cast<const PairActs(*)[1]>(prep + b / 4 + 1), acc2);
     }
-    for (; b < nb4; b += 4) group<1>(wr[0] + b, *reinterpret_cast<const PairActs(*)[1]>(prep + b / 4), acc[0]);
-    acc[0][0] = _mm256_add_ps(acc[0][0], acc2[0]);
     for (; b < nb; ++b) one_block<C, 1, 1>(wr, av, b, acc);
     y[r] = hsum(acc[0][0]);
   }

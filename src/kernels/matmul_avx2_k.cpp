@@ -45,8 +45,10 @@ template <class B>
 struct SuperBlockTiles {
   using Block = typename B::Block;
   static constexpr int kRows = 2, kTokens = 4;
-  // Cache lines one (two) super-blocks can touch.
-  static constexpr int kLines1 = int(sizeof(Block)) / 64 + 1, kLines2 = 2 * int(sizeof(Block)) / 64 + 1;
+  // Every token's result is summed over super-blocks in the same order whatever the tile
+  // (decode or prefill), so a token's logits do not depend on the batch it is in.
+  // Cache lines one super-block can touch.
+  static constexpr int kLines1 = int(sizeof(Block)) / 64 + 1;
 
   template <int R, int T>
   MOE_AVX2 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
@@ -61,19 +63,7 @@ struct SuperBlockTiles {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     const int64_t nsb = w.cols / 256;
-    int64_t b = 0;
-    if constexpr (R == 1 && T == 1) {
-      // Decode: two super-blocks per step into two accumulators, so that one row alone
-      // keeps enough independent work in flight.
-      __m256 acc2[1] = {_mm256_setzero_ps()};
-      for (; b + 2 <= nsb; b += 2) {
-        pf.template fetch<kLines2>(0, b * int64_t(sizeof(Block)));
-        B::template superblock<1>(wr[0][b], a, b, acc[0]);
-        B::template superblock<1>(wr[0][b + 1], a, b + 1, acc2);
-      }
-      acc[0][0] = _mm256_add_ps(acc[0][0], acc2[0]);
-    }
-    for (; b < nsb; ++b) {
+    for (int64_t b = 0; b < nsb; ++b) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         if constexpr (T == 1) pf.template fetch<kLines1>(r, b * int64_t(sizeof(Block)));

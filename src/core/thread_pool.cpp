@@ -43,7 +43,14 @@ void ThreadPool::dispatch(Job job, void* ctx) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   job(ctx, 0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // A worker that was preempted mid-job needs this core back: after a short spin, give it up.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinIterations) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::worker(int index) {

@@ -14,8 +14,12 @@ model="$root/models/deepseek2-$preset-$type.gguf"
 [ -f "$model" ] || "$bin" gen-model --arch deepseek2 --preset "$preset" --type "$type" --out "$model"
 
 echo
-echo "== generate: greedy continuation of a prompt given as token ids"
-"$bin" generate --model "$model" --prompt-ids 300,301,302,303,304 --max-tokens 16 --ignore-eos --json
+echo "== generate: greedy continuation of a text prompt (random weights: the answer is noise)"
+"$bin" generate --model "$model" --prompt "The mixture of experts model" --max-tokens 16 --ignore-eos --json
+
+echo
+echo "== generate: the same from token ids, with sampling"
+"$bin" generate --model "$model" --prompt-ids 300,301,302,303,304 --max-tokens 16 --ignore-eos --temperature 0.8 --seed 1 --json
 
 echo
 echo "== bench model: prefill and decode speed, and the decode roofline"

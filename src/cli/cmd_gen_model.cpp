@@ -39,7 +39,7 @@ void run(const GenArgs& a) {
   } else if (auto t = parse_type_name(a.type)) {
     g.type = *t;
   } else {
-    fail("--type '{}' is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_K, q5_K, q6_K, q4_K_M)", a.type);
+    fail("--type '{}' is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K, q4_K_M)", a.type);
   }
   if (a.layers > 0) g.n_layer = a.layers;
   if (a.vocab > 0) g.n_vocab = a.vocab;
@@ -82,9 +82,9 @@ void register_gen_model(CLI::App& app) {
                   "Size: tiny (tests) or mid (DeepSeek-V2-Lite-like, ~2.6B total / 0.5B active)")
       ->capture_default_str();
   cmd->add_option("--type", args->type,
-                  "Weight type: f32 f16 bf16 q8_0 q4_0 q5_0 q4_K q5_K q6_K, or q4_K_M (q4_K with q6_K for "
+                  "Weight type: f32 f16 bf16 q8_0 q4_0 q5_0 q4_1 q5_1 q4_K q5_K q6_K, or q4_K_M (q4_K with q6_K for "
                   "output and ffn_down); norms and routers stay f32, rows a type's block does not divide "
-                  "fall back to q5_0/q8_0/f16")
+                  "fall back to q5_0/q5_1/q8_0/f16")
       ->capture_default_str();
   cmd->add_option("--out,-o", args->out, "Output .gguf path")->required();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();

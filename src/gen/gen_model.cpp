@@ -123,8 +123,10 @@ uint32_t file_type(const GenSpec& g) {
     case GgmlType::F32: return 0;
     case GgmlType::F16: return 1;
     case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
     case GgmlType::Q8_0: return 7;
     case GgmlType::Q5_0: return 8;
+    case GgmlType::Q5_1: return 9;
     case GgmlType::Q4_K: return 14;
     case GgmlType::Q5_K: return 16;
     case GgmlType::Q6_K: return 18;
@@ -240,8 +242,11 @@ GgmlType gen_tensor_type(const GenSpec& g, const std::string& name, int64_t ne0)
     t = high ? GgmlType::Q6_K : GgmlType::Q4_K;
   }
   if (ne0 % traits(t).block_size == 0) return t;
-  // Like llama-quantize: k-quants fall back to a 32-wide type, and that to f16.
-  const GgmlType fallback = t == GgmlType::Q4_K ? GgmlType::Q5_0 : GgmlType::Q8_0;
+  // Like llama-quantize: k-quants fall back to a 32-wide type (q4_K -> q5_0, q5_K -> q5_1,
+  // q6_K -> q8_0), and that to f16.
+  const GgmlType fallback = t == GgmlType::Q4_K   ? GgmlType::Q5_0
+                            : t == GgmlType::Q5_K ? GgmlType::Q5_1
+                                                  : GgmlType::Q8_0;
   if (traits(t).block_size == 256 && ne0 % 32 == 0) return fallback;
   return GgmlType::F16;
 }

@@ -49,12 +49,13 @@ struct QMatrix {
 };
 
 // Activations converted once into the form the dot product for a weight type consumes
-// (for example q8_0 blocks for q4_0/q5_0/q8_0 weights, q8_K blocks for k-quants), so that
+// (for example q8_0 blocks for q4_0/q5_0/q4_1/q5_1/q8_0 weights, q8_K blocks for k-quants), so that
 // converting is not repeated for every row. Reused across calls to avoid allocation.
 //
 // Per token (token_bytes apart, 64-byte aligned), by weight type:
 //   f32, f16, bf16:        f32 [cols] (the weights are widened, the activations kept exact)
-//   q8_0, q4_0, q5_0:      int8 qs [cols] | f32 d [cols/32] | int32 sum(qs) [cols/32]
+//   q8_0, q4_0, q5_0,
+//   q4_1, q5_1:            int8 qs [cols] | f32 d [cols/32] | int32 sum(qs) [cols/32]
 //   q4_K, q5_K, q6_K:      int8 qs [cols] | f32 d [cols/256] | int16 sums of 16 qs [cols/16]
 // Each 32 (resp. 256) values share one scale d = max|x| / 127 and are coded as
 // q = round-to-nearest-even(x * 127 / max|x|). See docs/kernels.md.
@@ -67,7 +68,7 @@ class PackedActs {
   // Same, splitting the tokens over the pool (worth it from a few dozen tokens on).
   void pack(GgmlType weight_type, const float* x, int64_t n_tokens, int64_t cols, int64_t ldx,
             ThreadPool& pool);
-  // Whether these activations can feed weights of type w (q8_0/q4_0/q5_0 share a format,
+  // Whether these activations can feed weights of type w (q8_0/q4_0/q5_0/q4_1/q5_1 share a format,
   // and so do the k-quants and the float types).
   bool fits(GgmlType w) const;
   size_t token_bytes() const { return token_bytes_; }

@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C kernels for float weights and the 32-element block types (q8_0, q4_0,
-// q5_0), and the AVX2 activation packer. k-quants live in matmul_avx2_k.cpp.
+// q5_0, q4_1, q5_1), and the AVX2 activation packer. k-quants live in matmul_avx2_k.cpp.
 #include <cstring>
 #include <vector>
 
@@ -99,6 +99,8 @@ struct FloatKernel {
 // product of the two block scales. q8_0 codes are signed, so they go through the usual
 // abs/sign trick to fit maddubs (unsigned x signed); q4_0/q5_0 codes are kept unsigned
 // (0..15, 0..31) and their -8/-16 offset is folded in with the activation block's code sum.
+// q4_1/q5_1 codes are the same unsigned codes; their min m adds m * d_a * sum(a codes) per
+// block, one more FMA after the scaled code products (kMin).
 //
 // The main loops take four blocks at a time and fold their int32 partial sums into one
 // vector (hadd), so the scale product, the int->float conversion and the FMA are paid once
@@ -111,10 +113,18 @@ MOE_AVX2_INLINE __m128 scales4(const Block* b) {
   return _mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(h)));
 }
 
+// The f16 mins of four q4_1 / q5_1 blocks.
+template <class Block>
+MOE_AVX2_INLINE __m128 mins4(const Block* b) {
+  const uint64_t h = uint64_t(b[0].m) | uint64_t(b[1].m) << 16 | uint64_t(b[2].m) << 32 | uint64_t(b[3].m) << 48;
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(int64_t(h)));
+}
+
 struct Q8_0Codes {
   using Block = BlockQ8_0;
   static constexpr bool kSigned = true;
   static constexpr int kOffset = 0;
+  static constexpr bool kMin = false;
   MOE_AVX2_INLINE static __m256i codes(const Block& b) { return load(b.qs); }
 };
 
@@ -130,10 +140,13 @@ MOE_AVX2_INLINE CodePair nibble_pair(const uint8_t* qs0, const uint8_t* qs1) {
   return {_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m)};
 }
 
-struct Q4_0Codes {
-  using Block = BlockQ4_0;
+// q4_0 (offset 8) and q4_1 (offset 0, min m): the same nibble codes.
+template <class B, int kOff>
+struct Q4Codes {
+  using Block = B;
   static constexpr bool kSigned = false;
-  static constexpr int kOffset = 8;
+  static constexpr int kOffset = kOff;
+  static constexpr bool kMin = kOff == 0;
   MOE_AVX2_INLINE static __m256i codes(const Block& b) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
@@ -151,10 +164,13 @@ MOE_AVX2_INLINE __m256i high_bits(__m256i qh, int first) {
                              _mm256_set1_epi8(16));
 }
 
-struct Q5_0Codes {
-  using Block = BlockQ5_0;
+// q5_0 (offset 16) and q5_1 (offset 0, min m): the same 5-bit codes.
+template <class B, int kOff>
+struct Q5Codes {
+  using Block = B;
   static constexpr bool kSigned = false;
-  static constexpr int kOffset = 16;
+  static constexpr int kOffset = kOff;
+  static constexpr bool kMin = kOff == 0;
   MOE_AVX2_INLINE static uint32_t qh(const Block& b) {
     uint32_t v;
     std::memcpy(&v, b.qh, 4);
@@ -192,6 +208,11 @@ MOE_AVX2_INLINE void one_block(const typename C::Block* const (&wr)[R], const Q8
       // Adding -s * offset / 8 to each of the 8 lanes subtracts offset * s in total.
       if constexpr (C::kOffset != 0) p = _mm256_add_epi32(p, _mm256_set1_epi32(-a[t].s[b] * (C::kOffset / 8)));
       acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a[t].d[b]), acc[r][t]);
+      if constexpr (C::kMin) {
+        const float mw = half_to_float(wr[r][b].m);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_setr_ps(mw, 0, 0, 0, 0, 0, 0, 0),
+                                    _mm256_set1_ps(a[t].d[b] * float(a[t].s[b])), acc[r][t]);
+      }
     }
   }
 }
@@ -245,13 +266,16 @@ struct Q8_0Kernel {
   }
 };
 
-// q4_0 / q5_0: blocks in pairs (see CodePair), groups of two pairs. The activation side
-// of a group (its codes regrouped to match, scales, offsets) is prepared once per token
-// and shared by the rows of a tile.
+// q4_0 / q5_0 / q4_1 / q5_1: blocks in pairs (see CodePair), groups of two pairs. The
+// activation side of a group (its codes regrouped to match, scales, offsets) is prepared
+// once per token and shared by the rows of a tile.
 struct PairActs {
   __m256i q[4];  // per pair: elements 0..15 of both blocks, then 16..31
   __m256 da;     // activation scales in the lane order of the folded sums
-  __m256i off;   // -offset/2 * code sum, same order
+  union {
+    __m256i off;  // q4_0 / q5_0: -offset/2 * code sum, same order
+    __m256 ds;    // q4_1 / q5_1: d_a * code sum in the first lane of each block, else 0
+  };
 };
 
 template <class C>
@@ -270,10 +294,18 @@ struct PairKernel {
     p.q[2] = _mm256_permute2x128_si256(x2, x3, 0x20);
     p.q[3] = _mm256_permute2x128_si256(x2, x3, 0x31);
     p.da = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(a.d + b)), order());
-    const __m256i s = _mm256_permutevar8x32_epi32(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.s + b))), order());
-    constexpr int kShift = C::kOffset == 8 ? 2 : 3;  // each lane carries offset / 2 per code sum
-    p.off = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, kShift));
+    if constexpr (C::kMin) {
+      // [ds0 ds1 ds2 ds3 0 0 0 0] to [ds0 0 ds2 0 | ds1 0 ds3 0].
+      const __m128 ds4 = _mm_mul_ps(_mm_loadu_ps(a.d + b),
+                                    _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.s + b))));
+      p.ds = _mm256_permutevar8x32_ps(_mm256_insertf128_ps(_mm256_setzero_ps(), ds4, 0),
+                                      _mm256_setr_epi32(0, 4, 2, 4, 1, 4, 3, 4));
+    } else {
+      const __m256i s = _mm256_permutevar8x32_epi32(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.s + b))), order());
+      constexpr int kShift = C::kOffset == 8 ? 2 : 3;  // each lane carries offset / 2 per code sum
+      p.off = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, kShift));
+    }
     return p;
   }
 
@@ -281,6 +313,8 @@ struct PairKernel {
   template <int T>
   MOE_AVX2_INLINE static void group(const typename C::Block* blk, const PairActs (&pa)[T], __m256 (&acc)[T]) {
     const __m256 dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales4(blk)), order());
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (C::kMin) mw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(mins4(blk)), order());
     const CodePair p01 = C::pair(blk[0], blk[1]), p23 = C::pair(blk[2], blk[3]);
     const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
@@ -289,8 +323,14 @@ struct PairKernel {
           _mm256_add_epi16(_mm256_maddubs_epi16(p01.lo, pa[t].q[0]), _mm256_maddubs_epi16(p01.hi, pa[t].q[1])), ones);
       const __m256i m23 = _mm256_madd_epi16(
           _mm256_add_epi16(_mm256_maddubs_epi16(p23.lo, pa[t].q[2]), _mm256_maddubs_epi16(p23.hi, pa[t].q[3])), ones);
-      const __m256i h = _mm256_add_epi32(_mm256_hadd_epi32(m01, m23), pa[t].off);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, pa[t].da), acc[t]);
+      if constexpr (C::kMin) {
+        const __m256i h = _mm256_hadd_epi32(m01, m23);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, pa[t].da), acc[t]);
+        acc[t] = _mm256_fmadd_ps(mw, pa[t].ds, acc[t]);
+      } else {
+        const __m256i h = _mm256_add_epi32(_mm256_hadd_epi32(m01, m23), pa[t].off);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dw, pa[t].da), acc[t]);
+      }
     }
   }
 
@@ -428,8 +468,10 @@ RowsFn avx2_rows(GgmlType t) {
     case GgmlType::F16: return rows<FloatKernel<F16Load>>;
     case GgmlType::BF16: return rows<FloatKernel<BF16Load>>;
     case GgmlType::Q8_0: return rows<Q8_0Kernel>;
-    case GgmlType::Q4_0: return pair_rows<Q4_0Codes>;
-    case GgmlType::Q5_0: return pair_rows<Q5_0Codes>;
+    case GgmlType::Q4_0: return pair_rows<Q4Codes<BlockQ4_0, 8>>;
+    case GgmlType::Q5_0: return pair_rows<Q5Codes<BlockQ5_0, 16>>;
+    case GgmlType::Q4_1: return pair_rows<Q4Codes<BlockQ4_1, 0>>;
+    case GgmlType::Q5_1: return pair_rows<Q5Codes<BlockQ5_1, 0>>;
     default: return nullptr;
   }
 }

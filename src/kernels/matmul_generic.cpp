@@ -100,7 +100,8 @@ float dot_q8_0(const BlockQ8_0* w, const Q8x32View& a, int64_t nb) {
   return acc;
 }
 
-void codes_q4_0(const BlockQ4_0& b, uint8_t c[32]) {
+template <typename Block>
+void codes_q4(const Block& b, uint8_t c[32]) {
   for (int i = 0; i < 16; ++i) {
     c[i] = b.qs[i] & 15;
     c[i + 16] = b.qs[i] >> 4;
@@ -116,7 +117,8 @@ uint64_t spread_bit4(uint32_t bits) {
   return x >> 3;
 }
 
-void codes_q5_0(const BlockQ5_0& b, uint8_t c[32]) {
+template <typename Block>
+void codes_q5(const Block& b, uint8_t c[32]) {
   uint32_t qh;
   std::memcpy(&qh, b.qh, 4);
   uint64_t q[2];
@@ -136,6 +138,19 @@ float dot_q4_5_0(const Block* w, const Q8x32View& a, int64_t nb) {
     uint8_t c[32];
     Codes(w[b], c);
     acc += half_fast(w[b].d) * a.d[b] * float(idot(c, a.qs + 32 * b, 32) - kOffset * a.s[b]);
+  }
+  return acc;
+}
+
+// q4_1 / q5_1: d_w * d_a * sum(q * a) + m_w * d_a * sum(a).
+template <typename Block, void (*Codes)(const Block&, uint8_t*)>
+float dot_q4_5_1(const Block* w, const Q8x32View& a, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t c[32];
+    Codes(w[b], c);
+    acc += half_fast(w[b].d) * a.d[b] * float(idot(c, a.qs + 32 * b, 32)) +
+           half_fast(w[b].m) * a.d[b] * float(a.s[b]);
   }
   return acc;
 }
@@ -253,8 +268,10 @@ RowsFn generic_rows(GgmlType t) {
     case GgmlType::F16: return rows_half<false>;
     case GgmlType::BF16: return rows_half<true>;
     case GgmlType::Q8_0: return rows_q8x32<BlockQ8_0, dot_q8_0>;
-    case GgmlType::Q4_0: return rows_q8x32<BlockQ4_0, dot_q4_5_0<BlockQ4_0, codes_q4_0, 8>>;
-    case GgmlType::Q5_0: return rows_q8x32<BlockQ5_0, dot_q4_5_0<BlockQ5_0, codes_q5_0, 16>>;
+    case GgmlType::Q4_0: return rows_q8x32<BlockQ4_0, dot_q4_5_0<BlockQ4_0, codes_q4<BlockQ4_0>, 8>>;
+    case GgmlType::Q5_0: return rows_q8x32<BlockQ5_0, dot_q4_5_0<BlockQ5_0, codes_q5<BlockQ5_0>, 16>>;
+    case GgmlType::Q4_1: return rows_q8x32<BlockQ4_1, dot_q4_5_1<BlockQ4_1, codes_q4<BlockQ4_1>>>;
+    case GgmlType::Q5_1: return rows_q8x32<BlockQ5_1, dot_q4_5_1<BlockQ5_1, codes_q5<BlockQ5_1>>>;
     case GgmlType::Q4_K: return rows_q8x256<BlockQ4_K, dot_k_asym<BlockQ4_K, codes_k4>>;
     case GgmlType::Q5_K: return rows_q8x256<BlockQ5_K, dot_k_asym<BlockQ5_K, codes_k5>>;
     case GgmlType::Q6_K: return rows_q8x256<BlockQ6_K, dot_q6_K>;

@@ -16,7 +16,9 @@ inline ActFormat act_format(GgmlType w) {
   switch (w) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
-    case GgmlType::Q5_0: return ActFormat::Q8x32;
+    case GgmlType::Q5_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return ActFormat::Q8x32;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K: return ActFormat::Q8x256;
@@ -48,8 +50,9 @@ inline ActLayout act_layout(ActFormat f, int64_t cols) {
   return l;
 }
 
-// One token of q8 activations for q8_0/q4_0/q5_0 weights: block b is qs[32b..32b+31] * d[b],
-// and s[b] is the sum of its 32 codes (folds the -8/-16 offsets of q4_0/q5_0 into one add).
+// One token of q8 activations for q8_0/q4_0/q5_0/q4_1/q5_1 weights: block b is
+// qs[32b..32b+31] * d[b], and s[b] is the sum of its 32 codes (folds the -8/-16 offsets of
+// q4_0/q5_0 into one add, and the mins of q4_1/q5_1 into one product m * d[b] * s[b]).
 struct Q8x32View {
   const int8_t* qs;
   const float* d;

@@ -7,7 +7,7 @@
 
 namespace moe {
 
-inline constexpr int kQK0 = 32;   // elements per q4_0 / q5_0 / q8_0 block
+inline constexpr int kQK0 = 32;   // elements per q4_0 / q4_1 / q5_0 / q5_1 / q8_0 block
 inline constexpr int kQKK = 256;  // elements per k-quant super-block
 
 // x[i] = d * qs[i]
@@ -26,6 +26,22 @@ struct BlockQ4_0 {
 // j, for all 32 elements; values are (q - 16) * d.
 struct BlockQ5_0 {
   uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+
+// q4_0's nibble order with a min instead of the fixed offset:
+// x[j] = d * (qs[j] & 15) + m, x[j + 16] = d * (qs[j] >> 4) + m, j < 16
+struct BlockQ4_1 {
+  uint16_t d;  // f16 scale
+  uint16_t m;  // f16 min (the value of code 0)
+  uint8_t qs[16];
+};
+
+// q5_0's bits with q4_1's min: code q = nibble | (bit j of qh) << 4, x = d * q + m.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
   uint8_t qh[4];
   uint8_t qs[16];
 };
@@ -70,6 +86,8 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);

@@ -16,7 +16,7 @@ namespace {
 
 int nearest(float x) { return int(std::nearbyint(x)); }
 
-// ---- q8_0 / q4_0 / q5_0 (ggml's reference rounding) ----------------------------------
+// ---- q8_0 / q4_0 / q5_0 / q4_1 / q5_1 (ggml's reference rounding) ----------------------------------
 
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK0) {
@@ -72,6 +72,53 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
   }
 }
 
+// q4_1 / q5_1: the block's minimum is code 0 and its maximum the top code (15 or 31);
+// the codes are rounded from the exact min and step, the stored d and m are f16.
+void block_min_max(const float* x, float* lo, float* hi) {
+  *lo = x[0];
+  *hi = x[0];
+  for (int j = 1; j < kQK0; ++j) {
+    *lo = std::min(*lo, x[j]);
+    *hi = std::max(*hi, x[j]);
+  }
+}
+
+void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK0) {
+    float lo, hi;
+    block_min_max(x, &lo, &hi);
+    const float d = (hi - lo) / 15;
+    const float id = d != 0 ? 1 / d : 0;
+    y[i].d = f32_to_fp16(d);
+    y[i].m = f32_to_fp16(lo);
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = std::min(15, int((x[j] - lo) * id + 0.5f));
+      const int q1 = std::min(15, int((x[j + 16] - lo) * id + 0.5f));
+      y[i].qs[j] = uint8_t(q0 | (q1 << 4));
+    }
+  }
+}
+
+void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK0) {
+    float lo, hi;
+    block_min_max(x, &lo, &hi);
+    const float d = (hi - lo) / 31;
+    const float id = d != 0 ? 1 / d : 0;
+    y[i].d = f32_to_fp16(d);
+    y[i].m = f32_to_fp16(lo);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = std::min(31, int((x[j] - lo) * id + 0.5f));
+      const int q1 = std::min(31, int((x[j + 16] - lo) * id + 0.5f));
+      y[i].qs[j] = uint8_t((q0 & 15) | ((q1 & 15) << 4));
+      qh |= uint32_t(q0 >> 4) << j;
+      qh |= uint32_t(q1 >> 4) << (j + 16);
+    }
+    std::memcpy(y[i].qh, &qh, 4);
+  }
+}
+
 void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK0) {
     const float d = fp16_to_f32(x[i].d);
@@ -99,6 +146,30 @@ void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
       const int h1 = int((qh >> (j + 16)) & 1) << 4;
       y[j] = float(((x[i].qs[j] & 15) | h0) - 16) * d;
       y[j + 16] = float(((x[i].qs[j] >> 4) | h1) - 16) * d;
+    }
+  }
+}
+
+void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK0) {
+    const float d = fp16_to_f32(x[i].d), m = fp16_to_f32(x[i].m);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = float(x[i].qs[j] & 15) * d + m;
+      y[j + 16] = float(x[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK0) {
+    const float d = fp16_to_f32(x[i].d), m = fp16_to_f32(x[i].m);
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, 4);
+    for (int j = 0; j < 16; ++j) {
+      const int h0 = int((qh >> j) & 1) << 4;
+      const int h1 = int((qh >> (j + 16)) & 1) << 4;
+      y[j] = float((x[i].qs[j] & 15) | h0) * d + m;
+      y[j + 16] = float((x[i].qs[j] >> 4) | h1) * d + m;
     }
   }
 }
@@ -354,6 +425,8 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n / kQK0);
     case GgmlType::Q4_0: return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n / kQK0);
     case GgmlType::Q5_0: return quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), n / kQK0);
+    case GgmlType::Q4_1: return quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), n / kQK0);
+    case GgmlType::Q5_1: return quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), n / kQK0);
     case GgmlType::Q4_K: return quantize_q4_K(src, static_cast<BlockQ4_K*>(dst), n / kQKK);
     case GgmlType::Q5_K: return quantize_q5_K(src, static_cast<BlockQ5_K*>(dst), n / kQKK);
     case GgmlType::Q6_K: return quantize_q6_K(src, static_cast<BlockQ6_K*>(dst), n / kQKK);
@@ -377,6 +450,8 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::Q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / kQK0);
     case GgmlType::Q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / kQK0);
     case GgmlType::Q5_0: return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, n / kQK0);
+    case GgmlType::Q4_1: return dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, n / kQK0);
+    case GgmlType::Q5_1: return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n / kQK0);
     case GgmlType::Q4_K: return dequantize_q4_K(static_cast<const BlockQ4_K*>(src), dst, n / kQKK);
     case GgmlType::Q5_K: return dequantize_q5_K(static_cast<const BlockQ5_K*>(src), dst, n / kQKK);
     case GgmlType::Q6_K: return dequantize_q6_K(static_cast<const BlockQ6_K*>(src), dst, n / kQKK);

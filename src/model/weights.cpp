@@ -36,7 +36,7 @@ Tensor TensorTable::optional(const std::string& name, std::vector<int64_t> shape
   }
   if (!traits(info->type).supported) {
     fail("{}: tensor '{}' has type {}, which moengine does not compute with (supported: f32, f16, bf16, "
-         "q8_0, q4_0, q5_0, q4_K, q5_K, q6_K)",
+         "q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K)",
          file_.path(), name, type_name(info->type));
   }
   bytes_used_ += info->n_bytes;

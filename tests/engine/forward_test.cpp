@@ -148,7 +148,8 @@ TEST_P(QuantizedForwardTest, CloseToReferenceOnTheSameFile) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedForwardTest,
                          ::testing::Values(GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                                           GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),
+                                           GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q4_K,
+                                           GgmlType::Q5_K, GgmlType::Q6_K),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
 }  // namespace

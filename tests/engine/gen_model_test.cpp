@@ -56,6 +56,13 @@ TEST(GenModel, TypesFallBackWhereTheBlockDoesNotDivideTheRow) {
   EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_down_exps.weight", 128), GgmlType::Q5_0);
   EXPECT_EQ(gen_tensor_type(g, "blk.1.attn_norm.weight", 256), GgmlType::F32);
   EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_gate_inp.weight", 256), GgmlType::F32);
+  g.type = GgmlType::Q5_K;
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_down_exps.weight", 128), GgmlType::Q5_1);
+  g.type = GgmlType::Q6_K;
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_down_exps.weight", 128), GgmlType::Q8_0);
+  g.type = GgmlType::Q5_1;
+  EXPECT_EQ(gen_tensor_type(g, "blk.1.ffn_down_exps.weight", 128), GgmlType::Q5_1);
+  EXPECT_EQ(gen_tensor_type(g, "blk.0.attn_k_b.weight", 16), GgmlType::F16);
   g.type = GgmlType::Q8_0;
   EXPECT_EQ(gen_tensor_type(g, "blk.0.attn_k_b.weight", 16), GgmlType::F16);
   g.q4_k_m = true;

@@ -70,6 +70,59 @@ TEST(QuantKnownBlocks, Q5_0HighBitsFromQh) {
   EXPECT_EQ(y[31], 3.0f);
 }
 
+TEST(QuantKnownBlocks, Q4_1ScaleThenMinThenNibbles) {
+  uint8_t bytes[20] = {0x00, 0x40, 0x00, 0xBE};  // d = 2, m = -1.5
+  for (int j = 0; j < 16; ++j) bytes[4 + j] = uint8_t(j | ((15 - j) << 4));
+  const auto y = dequant(GgmlType::Q4_1, bytes, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[size_t(j)], float(j) * 2 - 1.5f) << j;
+    EXPECT_EQ(y[size_t(j + 16)], float(15 - j) * 2 - 1.5f) << j;
+  }
+  EXPECT_EQ(y[0], -1.5f);
+  EXPECT_EQ(y[16], 28.5f);
+}
+
+TEST(QuantKnownBlocks, Q5_1HighBitsFromQhAfterTheMin) {
+  uint8_t bytes[24] = {0x00, 0x38, 0x00, 0x3c};  // d = 0.5, m = 1
+  const uint32_t qh = 0x80010001u;               // elements 0, 16 and 31
+  std::memcpy(bytes + 4, &qh, 4);
+  for (int j = 0; j < 16; ++j) bytes[8 + j] = uint8_t(0x3A);
+  const auto y = dequant(GgmlType::Q5_1, bytes, 32);
+  EXPECT_EQ(y[0], 14.0f);   // (10 | 16) * 0.5 + 1
+  EXPECT_EQ(y[1], 6.0f);    // 10 * 0.5 + 1
+  EXPECT_EQ(y[15], 6.0f);
+  EXPECT_EQ(y[16], 10.5f);  // (3 | 16) * 0.5 + 1
+  EXPECT_EQ(y[17], 2.5f);   // 3 * 0.5 + 1
+  EXPECT_EQ(y[31], 10.5f);
+}
+
+TEST(QuantKnownBlocks, Q4_1AndQ5_1QuantizeMinToCodeZeroAndMaxToTheTopCode) {
+  float x[32];
+  for (int i = 0; i < 32; ++i) x[i] = 1.0f + 0.25f * float(i % 16);  // 1 .. 4.75, step 0.25
+  uint8_t b4[20], b5[24];
+  quantize_row(GgmlType::Q4_1, x, b4, 32);
+  quantize_row(GgmlType::Q5_1, x, b5, 32);
+  BlockQ4_1 q4;
+  BlockQ5_1 q5;
+  std::memcpy(&q4, b4, sizeof q4);
+  std::memcpy(&q5, b5, sizeof q5);
+  EXPECT_EQ(fp16_to_f32(q4.d), 0.25f);
+  EXPECT_EQ(fp16_to_f32(q4.m), 1.0f);
+  EXPECT_EQ(q4.qs[0], 0x00);
+  EXPECT_EQ(q4.qs[15], 0xFF);
+  const auto y4 = dequant(GgmlType::Q4_1, b4, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(y4[size_t(i)], x[i]) << i;  // exactly on the grid
+  EXPECT_EQ(fp16_to_f32(q5.m), 1.0f);
+  const auto y5 = dequant(GgmlType::Q5_1, b5, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(y5[size_t(i)], x[i], 0.0625f) << i;
+  uint32_t qh;
+  std::memcpy(&qh, q5.qh, 4);
+  EXPECT_EQ(q5.qs[0] & 15, 0);  // element 0: code 0
+  EXPECT_EQ(qh & 1u, 0u);
+  EXPECT_EQ(q5.qs[15] & 15, 15);  // element 15: top code 31
+  EXPECT_EQ((qh >> 15) & 1u, 1u);
+}
+
 // Scales {1..7, 63} and mins {0..6, 33}: the 12 bytes below were packed by hand following
 // ggml's get_scale_min_k4 (upper two bits of entries 4..7 in the top bits of bytes 0..7).
 const uint8_t kScales[8] = {1, 2, 3, 4, 5, 6, 7, 63};
@@ -169,7 +222,8 @@ std::vector<float> gaussian(size_t n, uint32_t seed) {
 // Bounds for Gaussian data, about 1.4x what the formats give: a uniform quantizer with
 // step s has rms error s / sqrt(12), and with the block's largest |x| (about 2.5 sigma for
 // 32 values) on the top code, s is 2.5 / 127 (q8_0: 0.0057), 2.5 / 8 (q4_0: 0.090),
-// 2.5 / 16 (q5_0: 0.045); the k-quants fit scale and min per 32 (or 16) values and do
+// 2.5 / 16 (q5_0: 0.045); q4_1/q5_1 spread their codes over the block's range (about 4
+// sigma), a step of 4 / 15 (q4_1: 0.077) or 4 / 31 (q5_1: 0.037); the k-quants fit scale and min per 32 (or 16) values and do
 // better per bit (measured: q4_K 0.071, q5_K 0.035, q6_K 0.017). f16 keeps 11 significant
 // bits (2^-12 relative rounding), bf16 8 bits (2^-9).
 struct Bound {
@@ -181,6 +235,7 @@ TEST(QuantRoundTrip, ErrorWithinFormatBounds) {
   const Bound bounds[] = {
       {GgmlType::F32, 0.0},      {GgmlType::F16, 3e-4},     {GgmlType::BF16, 2.5e-3},
       {GgmlType::Q8_0, 0.0075},  {GgmlType::Q4_0, 0.12},    {GgmlType::Q5_0, 0.06},
+      {GgmlType::Q4_1, 0.11},    {GgmlType::Q5_1, 0.055},
       {GgmlType::Q4_K, 0.1},     {GgmlType::Q5_K, 0.05},    {GgmlType::Q6_K, 0.025},
   };
   const auto x = gaussian(4096, 7);
@@ -195,12 +250,14 @@ TEST(QuantRoundTrip, MoreBitsLessError) {
   const auto x = gaussian(8192, 11);
   EXPECT_LT(rel_rms_error(GgmlType::Q5_0, x), rel_rms_error(GgmlType::Q4_0, x));
   EXPECT_LT(rel_rms_error(GgmlType::Q8_0, x), rel_rms_error(GgmlType::Q5_0, x));
+  EXPECT_LT(rel_rms_error(GgmlType::Q5_1, x), rel_rms_error(GgmlType::Q4_1, x));
+  EXPECT_LT(rel_rms_error(GgmlType::Q8_0, x), rel_rms_error(GgmlType::Q5_1, x));
   EXPECT_LT(rel_rms_error(GgmlType::Q5_K, x), rel_rms_error(GgmlType::Q4_K, x));
   EXPECT_LT(rel_rms_error(GgmlType::Q6_K, x), rel_rms_error(GgmlType::Q5_K, x));
 }
 
 TEST(QuantRoundTrip, ZerosConstantsAndOutliers) {
-  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1,
                             GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
   for (GgmlType t : types) {
     std::vector<float> zeros(512, 0.0f);
@@ -224,7 +281,8 @@ TEST(QuantRoundTrip, ZerosConstantsAndOutliers) {
 
 TEST(QuantRoundTrip, RaggedRowLengths) {
   // Every whole number of blocks works, row by row, and equals quantizing block by block.
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1,
+                     GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t block = traits(t).block_size;
     for (int64_t nb = 1; nb <= 5; ++nb) {
       const int64_t n = nb * block;

@@ -74,7 +74,10 @@ void run(const GenerateArgs& a) {
   ThreadPool pool(a.threads);
 
   SingleSequence seq(*model, int64_t(prompt.size()) + a.max_tokens);
-  Sampler sampler(a.temperature, a.seed);
+  SamplingParams sp;
+  sp.temperature = a.temperature;
+  sp.seed = a.seed;  // always seeded, so the same command gives the same tokens
+  Sampler sampler(sp, prompt);
   const bool keep_logits = !a.logits_out.empty();
   std::vector<float> all_logits;
   std::vector<int32_t> out;
@@ -84,12 +87,14 @@ void run(const GenerateArgs& a) {
   if (keep_logits) all_logits = pl;
   const float* last = pl.data() + (keep_logits ? (int64_t(prompt.size()) - 1) * c.n_vocab : 0);
   int32_t next = sampler.sample(last, c.n_vocab);
+  sampler.accept(next);
   const auto t1 = std::chrono::steady_clock::now();
   out.push_back(next);
   while (int(out.size()) < a.max_tokens && (a.ignore_eos || next != c.eos_id)) {
     const std::vector<float>& l = seq.decode(next, pool);
     if (keep_logits) all_logits.insert(all_logits.end(), l.begin(), l.end());
     next = sampler.sample(l.data(), c.n_vocab);
+    sampler.accept(next);
     out.push_back(next);
   }
   const auto t2 = std::chrono::steady_clock::now();

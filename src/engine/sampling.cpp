@@ -1,9 +1,41 @@
 #include "engine/sampling.h"
 
+#include <algorithm>
 #include <cmath>
-#include <vector>
+#include <numeric>
+
+#include "core/error.h"
 
 namespace moe {
+
+namespace {
+
+// Below this temperature a request is greedy, as in vLLM (_SAMPLING_EPS): dividing by a
+// near-zero temperature would overflow to inf and turn the draw into NaNs.
+constexpr float kGreedyBelow = 1e-5f;
+
+// Candidate order: larger logit first, ties by smaller token id, so every selection and the
+// walk of the draw are fully determined by the logits (reproducible with a seed).
+struct Higher {
+  const float* z;
+  bool operator()(int32_t a, int32_t b) const { return z[a] > z[b] || (z[a] == z[b] && a < b); }
+};
+
+}  // namespace
+
+void SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) fail("temperature must be a finite number >= 0, got {}", temperature);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top_p must be in (0, 1], got {}", top_p);
+  if (top_k < -1) fail("top_k must be -1 or 0 (off) or at least 1, got {}", top_k);
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) fail("min_p must be in [0, 1], got {}", min_p);
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
+    fail("repetition_penalty must be a finite number > 0, got {}", repetition_penalty);
+  }
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
+  if (top_logprobs < 0 || top_logprobs > 20) fail("top_logprobs must be in [0, 20], got {}", top_logprobs);
+  if (top_logprobs > 0 && !logprobs) fail("top_logprobs requires logprobs to be true, got top_logprobs {} without it", top_logprobs);
+}
 
 int32_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
@@ -13,22 +45,173 @@ int32_t argmax(const float* x, int64_t n) {
   return int32_t(best);
 }
 
-int32_t Sampler::sample(const float* logits, int64_t n_vocab) {
-  if (temperature_ <= 0.0f) return argmax(logits, n_vocab);
-  const float max = logits[argmax(logits, n_vocab)];
-  std::vector<double> p(static_cast<size_t>(n_vocab));
-  double sum = 0.0;
-  for (int64_t i = 0; i < n_vocab; ++i) {
-    p[size_t(i)] = std::exp(double(logits[i] - max) / temperature_);
-    sum += p[size_t(i)];
+Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt) : params_(params) {
+  params_.validate();
+  rng_.seed(params_.seed ? *params_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());
+  // Only the repetition penalty reads the prompt; keep nothing otherwise.
+  if (params_.repetition_penalty != 1.0f) {
+    prompt_tokens_.assign(prompt.begin(), prompt.end());
+    std::sort(prompt_tokens_.begin(), prompt_tokens_.end());
+    prompt_tokens_.erase(std::unique(prompt_tokens_.begin(), prompt_tokens_.end()), prompt_tokens_.end());
   }
-  const double r = std::uniform_real_distribution<double>(0.0, sum)(rng_);
-  double acc = 0.0;
-  for (int64_t i = 0; i < n_vocab; ++i) {
-    acc += p[size_t(i)];
-    if (r < acc) return int32_t(i);
+}
+
+void Sampler::accept(int32_t token) {
+  if (token < 0) fail("Sampler::accept: token {} is negative", token);
+  if (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    ++output_counts_[token];
   }
-  return int32_t(n_vocab - 1);
+}
+
+bool Sampler::has_penalties() const {
+  return (params_.repetition_penalty != 1.0f && (!prompt_tokens_.empty() || !output_counts_.empty())) ||
+         ((params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) && !output_counts_.empty());
+}
+
+// Touches only the tokens seen so far, not the whole vocabulary. Ids beyond this vocabulary
+// (a prompt from another model) are skipped rather than written out of bounds.
+void Sampler::apply_penalties(float* z, int64_t n_vocab) const {
+  const float rp = params_.repetition_penalty;
+  auto repeat = [&](int32_t t) { z[t] = z[t] > 0.0f ? z[t] / rp : z[t] * rp; };
+  if (rp != 1.0f) {
+    for (int32_t t : prompt_tokens_) {
+      if (t < n_vocab) repeat(t);
+    }
+    for (const auto& [t, count] : output_counts_) {
+      // Prompt tokens were already penalised once; the penalty is per token, not per sighting.
+      if (t < n_vocab && !std::binary_search(prompt_tokens_.begin(), prompt_tokens_.end(), t)) repeat(t);
+    }
+  }
+  const float fp = params_.frequency_penalty, pp = params_.presence_penalty;
+  if (fp != 0.0f || pp != 0.0f) {
+    for (const auto& [t, count] : output_counts_) {
+      if (t < n_vocab) z[t] -= fp * float(count) + pp;
+    }
+  }
+}
+
+double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
+
+void Sampler::fill_logprobs(const float* logits, int64_t n_vocab, int32_t token, SampleResult* out) {
+  out->top.clear();
+  if (!params_.logprobs) return;
+  const float m = logits[argmax(logits, n_vocab)];
+  double s = 0.0;
+  for (int64_t i = 0; i < n_vocab; ++i) s += std::exp(double(logits[i]) - m);
+  const double lse = double(m) + std::log(s);
+  out->logprob = float(double(logits[token]) - lse);
+  const auto k = size_t(std::min<int64_t>(params_.top_logprobs, n_vocab));
+  if (k == 0) return;
+  // A heap of the k best seen so far, worst on top: one pass, no sort of the vocabulary.
+  auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
+    return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+  };
+  out->top.reserve(k);
+  for (int64_t i = 0; i < n_vocab; ++i) {
+    const TokenLogprob c{int32_t(i), logits[i]};
+    if (out->top.size() < k) {
+      out->top.push_back(c);
+      std::push_heap(out->top.begin(), out->top.end(), better);
+    } else if (better(c, out->top.front())) {
+      std::pop_heap(out->top.begin(), out->top.end(), better);
+      out->top.back() = c;
+      std::push_heap(out->top.begin(), out->top.end(), better);
+    }
+  }
+  std::sort_heap(out->top.begin(), out->top.end(), better);
+  for (TokenLogprob& t : out->top) t.logprob = float(double(t.logprob) - lse);
+}
+
+int32_t Sampler::sample(const float* logits, int64_t n_vocab, SampleResult* out) {
+  if (n_vocab <= 0) fail("Sampler::sample: n_vocab must be positive, got {}", n_vocab);
+  const bool penalised = has_penalties();
+  const bool greedy = params_.temperature < kGreedyBelow;
+  int32_t token;
+
+  if (greedy && !penalised) {
+    token = argmax(logits, n_vocab);
+  } else {
+    z_.assign(logits, logits + n_vocab);  // reuses capacity after the first call
+    float* z = z_.data();
+    if (penalised) apply_penalties(z, n_vocab);
+    if (greedy) {
+      token = argmax(z, n_vocab);
+    } else {
+      const float inv_t = 1.0f / params_.temperature;
+      for (int64_t i = 0; i < n_vocab; ++i) z[i] *= inv_t;
+      const float m = z[argmax(z, n_vocab)];
+      if (!std::isfinite(m)) fail("Sampler::sample: the largest logit is {}, nothing to draw from", m);
+
+      idx_.resize(size_t(n_vocab));
+      std::iota(idx_.begin(), idx_.end(), 0);
+      int32_t* idx = idx_.data();
+      int64_t n = n_vocab;
+      const Higher higher{z};
+
+      // top_k: the k largest, unordered; nth_element is linear where a sort is not.
+      if (params_.top_k > 0 && params_.top_k < n) {
+        std::nth_element(idx, idx + params_.top_k, idx + n, higher);
+        n = params_.top_k;
+      }
+
+      // top_p: keep tokens, most likely first, while the mass strictly above them is < p,
+      // i.e. the smallest set whose mass reaches p (vLLM's rule). The nucleus is usually a
+      // handful of tokens, so order the candidates in growing chunks instead of sorting all.
+      if (params_.top_p < 1.0f) {
+        double total = 0.0;
+        for (int64_t i = 0; i < n; ++i) total += std::exp(double(z[idx[i]]) - m);
+        const double target = double(params_.top_p) * total;
+        double above = 0.0;
+        int64_t sorted = 0, keep = n;
+        while (sorted < n && keep == n) {
+          const int64_t end = std::min(n, std::max<int64_t>(64, sorted * 4));
+          if (end < n) std::nth_element(idx + sorted, idx + end, idx + n, higher);
+          std::sort(idx + sorted, idx + end, higher);
+          for (int64_t i = sorted; i < end; ++i) {
+            if (above >= target) {
+              keep = i;
+              break;
+            }
+            above += std::exp(double(z[idx[i]]) - m);
+          }
+          sorted = end;
+        }
+        n = keep;
+      }
+
+      // min_p: drop tokens below min_p times the largest probability. The ratio to the max is
+      // exp(z - m) whatever the normalisation, and the max survives top_k and top_p, so this
+      // is a plain threshold on the survivors.
+      if (params_.min_p > 0.0f) {
+        const float floor = m + std::log(params_.min_p);
+        int64_t kept = 0;  // in place, order kept; std::stable_partition may allocate
+        for (int64_t i = 0; i < n; ++i) {
+          if (z[idx[i]] >= floor) idx[kept++] = idx[i];
+        }
+        n = kept;
+      }
+
+      double total = 0.0;
+      for (int64_t i = 0; i < n; ++i) total += std::exp(double(z[idx[i]]) - m);
+      const double r = uniform() * total;
+      double acc = 0.0;
+      token = idx[n - 1];  // rounding can leave r just past the last partial sum
+      for (int64_t i = 0; i < n; ++i) {
+        acc += std::exp(double(z[idx[i]]) - m);
+        if (r < acc) {
+          token = idx[i];
+          break;
+        }
+      }
+    }
+  }
+
+  if (out) {
+    out->token = token;
+    out->logprob = 0.0f;
+    fill_logprobs(logits, n_vocab, token, out);
+  }
+  return token;
 }
 
 }  // namespace moe

@@ -1,0 +1,143 @@
+#pragma once
+// The continuous-batching scheduler: which requests run in the next engine step, and how
+// many of their tokens. Pure bookkeeping on top of a BlockManager (no model, no threads);
+// the engine thread owns one instance.
+//
+// One step is: plan = schedule(); run the model on the plan; on_step_done(plan, sampled).
+// schedule() already reserves the KV blocks the plan writes into (the plan carries block
+// tables, so the blocks must exist), admits waiting requests and preempts running ones;
+// on_step_done() is the one call that commits what the step computed: positions written,
+// sampled tokens appended, full blocks registered in the prefix cache, finished requests
+// released. Exactly one on_step_done must follow each schedule().
+//
+// Order inside a step, so decodes are never starved by prefills:
+//   1. every running request whose prompt is done decodes one token;
+//   2. running requests still prefilling get the next chunk of their prompt;
+//   3. waiting requests are admitted (FCFS, or by (priority, arrival)) while blocks allow.
+// max_num_batched_tokens must be >= max_num_seqs, so step 1 always fits the budget.
+//
+// Preemption is by recompute: a victim's blocks are freed and its prompt + generated tokens
+// become its new prompt, so when it is re-admitted its prefill (mostly a prefix-cache hit
+// if its blocks were not evicted yet) ends with exactly the state it had.
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "model/model.h"
+
+namespace moe {
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 64;
+  // Fraction of all blocks admission leaves free for running sequences to grow into.
+  double watermark = 0.01;
+  enum class Policy { kFcfs, kPriority } policy = Policy::kFcfs;
+};
+
+struct Request {
+  int64_t id = 0;
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  int32_t priority = 0;  // lower is more urgent; only the kPriority policy looks at it
+};
+
+enum class RequestState { kWaiting, kRunning, kFinished };
+enum class FinishReason { kNone, kLength, kStopped, kAborted, kRejected };
+
+// One sequence's part of a step.
+struct ScheduledSeq {
+  int64_t id = 0;
+  std::vector<int32_t> block_table;  // a copy: valid however the manager changes later
+  int64_t pos0 = 0;
+  int64_t n_tokens = 0;
+  std::vector<int32_t> tokens;  // the n_tokens token ids fed at pos0..
+  bool produces_logits = false;  // last token's logits are sampled (prompt end or decode)
+};
+
+struct StepPlan {
+  std::vector<ScheduledSeq> seqs;
+  std::vector<int64_t> preempted;  // requests moved back to waiting during this schedule()
+  int64_t n_batched_tokens = 0;
+  bool empty() const { return seqs.empty(); }
+  // The model's view of the plan; its slices point into this plan, which must outlive it.
+  Step to_step() const;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, BlockManager& blocks);
+
+  // Queues a request. Returns false, and records it as finished with kRejected and a
+  // reason, when it can never run: empty prompt, max_tokens < 1, a duplicate id, or more
+  // positions than the whole KV cache holds (it could not even run alone).
+  bool add(Request request);
+
+  StepPlan schedule();
+  // sampled: one token per plan sequence with produces_logits, in plan order. Returns the
+  // requests that finished by reaching max_tokens.
+  std::vector<int64_t> on_step_done(const StepPlan& plan, const std::vector<int32_t>& sampled);
+
+  // The caller saw a stop condition (EOS, stop string): the request ends and its blocks
+  // are released. Unknown or already finished: no-op.
+  void finish(int64_t id) { end(id, FinishReason::kStopped); }
+  // Cancels a waiting or running request; its blocks are released at once.
+  void abort(int64_t id) { end(id, FinishReason::kAborted); }
+
+  RequestState state(int64_t id) const;
+  FinishReason finish_reason(int64_t id) const;
+  const std::string& reject_reason(int64_t id) const;
+  // Tokens generated so far (kept across preemptions).
+  std::vector<int32_t> output(int64_t id) const;
+  int64_t n_preemptions(int64_t id) const;
+
+  size_t n_waiting() const { return waiting_.size(); }
+  size_t n_running() const { return running_.size(); }
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  const std::vector<int64_t>& running() const { return running_; }
+  const std::deque<int64_t>& waiting() const { return waiting_; }
+
+ private:
+  struct Seq {
+    Request req;
+    int64_t arrival = 0;
+    RequestState state = RequestState::kWaiting;
+    FinishReason reason = FinishReason::kNone;
+    std::string reject_reason;
+    std::vector<int32_t> tokens;  // prompt, then generated tokens
+    int64_t n_prompt = 0;         // tokens to prefill (grows to include output on preemption)
+    int64_t n_computed = 0;       // positions whose KV is written (or scheduled this step)
+    int64_t n_generated = 0;
+    int64_t n_preempted = 0;
+  };
+
+  const Seq& get(int64_t id) const;
+  // Orders running_ and victim choice: most urgent first.
+  bool more_urgent(const Seq& a, const Seq& b) const;
+  void insert_running(int64_t id);
+  void remove_running(int64_t id);
+  // Frees a running request's blocks and puts it at the front of waiting.
+  void preempt(int64_t id, StepPlan& plan);
+  void end(int64_t id, FinishReason reason);
+  void add_to_plan(Seq& s, int64_t n_tokens, StepPlan& plan);
+  // Step 1 and 2 and 3 of the header comment; each consumes budget.
+  void schedule_decodes(StepPlan& plan, int64_t& budget);
+  void schedule_prefills(StepPlan& plan, int64_t& budget);
+  void schedule_admissions(StepPlan& plan, int64_t& budget);
+  // Index in waiting_ of the next request to admit.
+  size_t next_waiting() const;
+
+  SchedulerConfig config_;
+  BlockManager& blocks_;
+  std::unordered_map<int64_t, Seq> seqs_;
+  std::vector<int64_t> running_;  // most urgent first
+  std::deque<int64_t> waiting_;
+  int64_t next_arrival_ = 0;
+  bool step_pending_ = false;
+};
+
+}  // namespace moe

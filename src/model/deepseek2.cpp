@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/attention.h"
 #include "kernels/quant.h"
 #include "model/transformer.h"
 
@@ -133,7 +132,7 @@ class Deepseek2 final : public Transformer {
     for (const SeqSlice& s : step.seqs) {
       for (int64_t i = 0; i < s.n_tokens; ++i, ++t) {
         const int64_t pos = s.pos0 + i;
-        float* r = kv.row(l, (*s.block_table)[size_t(pos / kv.block_size())], pos % kv.block_size());
+        float* r = kv.position_row(l, *s.block_table, pos);
         const float* src = ckv_.data() + t * row_floats;
         rms_norm(src, m.kv_a_norm, r, lora, c.rms_eps);
         std::copy_n(src + lora, rope_dim, r + lora);
@@ -162,15 +161,7 @@ class Deepseek2 final : public Transformer {
     shape.dv = lora;
     shape.scale = c.kq_scale;
     latent_.resize(size_t(T * lat_ld));
-    t = 0;
-    for (const SeqSlice& s : step.seqs) {
-      if (s.n_tokens <= 0) continue;
-      KvView view;
-      kv.view(l, *s.block_table, block_ptrs_, view);
-      moe::attention(shape, full_.data() + t * full_ld, full_ld, s.n_tokens, s.pos0, view,
-                     latent_.data() + t * lat_ld, lat_ld, pool);
-      t += s.n_tokens;
-    }
+    attend_slices(l, step, shape, full_.data(), full_ld, latent_.data(), lat_ld, kv, pool);
 
     // Latent outputs back to per-head values, then the output projection.
     o_.resize(size_t(T * o_ld));
@@ -186,7 +177,6 @@ class Deepseek2 final : public Transformer {
 
   std::vector<MlaLayer> layers_;
   std::vector<Projection> projs_;
-  std::vector<const float*> block_ptrs_;
   std::vector<float> q_, qa_, ckv_, full_, latent_, o_, attn_out_;
 };
 

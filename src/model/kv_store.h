@@ -25,6 +25,10 @@ class KvStore {
   float* row(int64_t layer, int32_t block, int64_t offset) {
     return data_.data() + ((layer * n_blocks_ + block) * block_size_ + offset) * row_floats_;
   }
+  // Row of position pos of a sequence whose blocks are `table`.
+  float* position_row(int64_t layer, const std::vector<int32_t>& table, int64_t pos) {
+    return row(layer, table[size_t(pos / block_size_)], pos % block_size_);
+  }
   // Block pointers of one layer for a block table, in the form the attention kernel reads.
   void view(int64_t layer, const std::vector<int32_t>& table, std::vector<const float*>& pointers,
             KvView& out);

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "core/thread_pool.h"
-#include "kernels/attention.h"
 #include "model/transformer.h"
 
 namespace moe {
@@ -73,7 +72,7 @@ class Qwen3Moe final : public Transformer {
         apply_rope(q, c.n_head, hd, rope().cos_sin(t), c.rope.n_rot, c.rope_style);
         apply_rope(k, c.n_head_kv, hd, rope().cos_sin(t), c.rope.n_rot, c.rope_style);
         const int64_t pos = s.pos0 + i;
-        float* r = kv.row(l, (*s.block_table)[size_t(pos / kv.block_size())], pos % kv.block_size());
+        float* r = kv.position_row(l, *s.block_table, pos);
         std::copy_n(k, 2 * kv_dim, r);
       }
     }
@@ -89,14 +88,7 @@ class Qwen3Moe final : public Transformer {
     shape.v_head_stride = hd;
     shape.scale = c.kq_scale;
     attn_.resize(size_t(T * q_dim));
-    t = 0;
-    for (const SeqSlice& s : step.seqs) {
-      if (s.n_tokens <= 0) continue;
-      KvView view;
-      kv.view(l, *s.block_table, block_ptrs_, view);
-      moe::attention(shape, qkv_.data() + t * ld, ld, s.n_tokens, s.pos0, view, attn_.data() + t * q_dim, q_dim, pool);
-      t += s.n_tokens;
-    }
+    attend_slices(l, step, shape, qkv_.data(), ld, attn_.data(), q_dim, kv, pool);
     attn_out_.resize(size_t(T * c.n_embd));
     projector().run(g.wo, attn_.data(), q_dim, attn_out_.data(), c.n_embd, T, pool);
     for (int64_t i = 0; i < T * c.n_embd; ++i) x[i] += attn_out_[size_t(i)];
@@ -104,7 +96,6 @@ class Qwen3Moe final : public Transformer {
 
   std::vector<GqaLayer> layers_;
   std::vector<Projection> projs_;
-  std::vector<const float*> block_ptrs_;
   std::vector<float> qkv_, attn_, attn_out_;
 };
 

@@ -124,6 +124,18 @@ void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPoo
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x[i] += ffn_out_[size_t(i)];
 }
 
+void Transformer::attend_slices(int64_t layer, const Step& step, const AttentionShape& shape, const float* q,
+                                int64_t q_ld, float* out, int64_t out_ld, KvStore& kv, ThreadPool& pool) {
+  int64_t t = 0;
+  for (const SeqSlice& s : step.seqs) {
+    if (s.n_tokens <= 0) continue;
+    KvView view;
+    kv.view(layer, *s.block_table, block_ptrs_, view);
+    moe::attention(shape, q + t * q_ld, q_ld, s.n_tokens, s.pos0, view, out + t * out_ld, out_ld, pool);
+    t += s.n_tokens;
+  }
+}
+
 void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const int64_t n_tokens = int64_t(step.tokens.size());

@@ -4,6 +4,7 @@
 // An architecture supplies its weights and its attention block.
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "model/linear.h"
 #include "model/model.h"
@@ -43,6 +44,11 @@ class Transformer : public Model {
   virtual uint64_t attention_bytes(int64_t layer) const = 0;
   virtual uint64_t attention_params(int64_t layer) const = 0;
 
+  // Runs attention for every sequence slice of the step: q [T, ...] rows q_ld apart, out
+  // [T, ...] rows out_ld apart, each slice over its own block table.
+  void attend_slices(int64_t layer, const Step& step, const AttentionShape& shape, const float* q, int64_t q_ld,
+                     float* out, int64_t out_ld, KvStore& kv, ThreadPool& pool);
+
   const RopeTable& rope() const { return rope_; }
   const std::vector<int32_t>& positions() const { return positions_; }
   Projector& projector() { return projector_; }
@@ -61,6 +67,7 @@ class Transformer : public Model {
   FfnRunner ffn_runner_;
   RopeTable rope_;
   std::vector<int32_t> positions_;
+  std::vector<const float*> block_ptrs_;
   std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_;
   std::vector<int32_t> route_ids_;
 };

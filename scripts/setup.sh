@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libxxhash-dev libpcre2-dev libicu-dev
+  libboost1.81-dev                    # Asio + Beast: the HTTP server and client
 )
 
 sudo_cmd=""

@@ -7,13 +7,15 @@ namespace moe::cli {
 
 void register_gen_model(CLI::App& app);
 void register_generate(CLI::App& app);
-void register_bench(CLI::App& app);
+void register_bench_model(CLI::App& bench);
 void register_tokenize(CLI::App& app);
 
 inline void register_commands(CLI::App& app) {
   register_gen_model(app);
   register_generate(app);
-  register_bench(app);
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: a model file's speed (model)");
+  bench->require_subcommand(1);
+  register_bench_model(*bench);
   register_tokenize(app);
 }
 

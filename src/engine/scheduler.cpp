@@ -11,9 +11,8 @@ Step StepPlan::to_step() const {
   step.tokens.reserve(size_t(n_batched_tokens));
   for (const ScheduledSeq& s : seqs) {
     step.tokens.insert(step.tokens.end(), s.tokens.begin(), s.tokens.end());
-    // The model returns one logit row per slice; rows of slices without produces_logits
-    // (a prompt chunk that does not reach the prompt's end) are ignored by the caller.
-    step.seqs.push_back(SeqSlice{&s.block_table, s.pos0, s.n_tokens, false});
+    step.seqs.push_back(SeqSlice{&s.block_table, s.pos0, s.n_tokens,
+                                 s.produces_logits ? LogitRows::kLast : LogitRows::kNone});
   }
   return step;
 }

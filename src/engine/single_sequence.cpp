@@ -22,7 +22,7 @@ const std::vector<float>& SingleSequence::prefill(const std::vector<int32_t>& to
   step_.tokens = tokens;
   step_.seqs[0].pos0 = pos_;
   step_.seqs[0].n_tokens = int64_t(tokens.size());
-  step_.seqs[0].all_logits = all_logits;
+  step_.seqs[0].logits = all_logits ? LogitRows::kAll : LogitRows::kLast;
   logits_.resize(size_t(step_.n_logit_rows() * model_.config().n_vocab));
   model_.forward(step_, kv_, logits_.data(), pool);
   pos_ += int64_t(tokens.size());

@@ -17,11 +17,15 @@ class ThreadPool;
 
 // One sequence's share of a step: n_tokens new tokens at positions pos0.. whose KV rows
 // are written into (and attention reads from) the blocks of block_table.
+// Which of a slice's tokens get a logit row: the output head is the largest matrix of a
+// small model, so a prompt chunk that does not end its prompt asks for none.
+enum class LogitRows : uint8_t { kLast, kAll, kNone };
+
 struct SeqSlice {
   const std::vector<int32_t>* block_table = nullptr;
   int64_t pos0 = 0;
   int64_t n_tokens = 0;
-  bool all_logits = false;  // logits for every token, else only for the last one
+  LogitRows logits = LogitRows::kLast;
 };
 
 struct Step {

@@ -24,7 +24,10 @@ FfnWeights load_ffn(const TensorTable& t, int64_t layer, const char* suffix, int
 
 int64_t Step::n_logit_rows() const {
   int64_t n = 0;
-  for (const auto& s : seqs) n += s.all_logits ? s.n_tokens : (s.n_tokens > 0 ? 1 : 0);
+  for (const auto& s : seqs) {
+    if (s.n_tokens <= 0 || s.logits == LogitRows::kNone) continue;
+    n += s.logits == LogitRows::kAll ? s.n_tokens : 1;
+  }
   return n;
 }
 
@@ -173,7 +176,7 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
   int64_t row = 0, offset = 0;
   for (const SeqSlice& s : step.seqs) {
     if (s.n_tokens <= 0) continue;
-    const int64_t first = s.all_logits ? 0 : s.n_tokens - 1;
+    const int64_t first = s.logits == LogitRows::kAll ? 0 : s.logits == LogitRows::kLast ? s.n_tokens - 1 : s.n_tokens;
     for (int64_t i = first; i < s.n_tokens; ++i, ++row) {
       rms_norm(x_.data() + (offset + i) * n_embd, output_norm_.f32(), h_.data() + row * n_embd, n_embd, c.rms_eps);
     }

@@ -123,11 +123,9 @@ void run(const BenchModelArgs& a) {
 
 }  // namespace
 
-void register_bench(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
-  bench->require_subcommand(1);
+void register_bench_model(CLI::App& bench) {
   auto args = std::make_shared<BenchModelArgs>();
-  CLI::App* cmd = bench->add_subcommand("model", "Prefill (pp) and decode (tg) speed of a model, like llama-bench");
+  CLI::App* cmd = bench.add_subcommand("model", "Prefill (pp) and decode (tg) speed of a model, like llama-bench");
   cmd->footer(
       "Example:\n"
       "  moengine bench model --model mid-q8_0.gguf --pp 512 --tg 128 --threads 2\n"

@@ -1,0 +1,77 @@
+#pragma once
+// The engine as a service: an EngineCore on its own thread, fed by any number of client
+// threads. Thread contract: the engine thread alone touches the core (scheduler, KV
+// cache, samplers); submit() and cancel() only push onto an inbox under a mutex and wake
+// the engine; outputs come back through each request's sink, called on the engine thread.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/engine_core.h"
+
+namespace moe {
+
+struct AsyncEngineConfig {
+  EngineConfig engine;
+  int threads = 0;           // compute threads; <= 0: one per core
+  size_t max_waiting = 256;  // requests queued but not running; more are refused
+};
+
+class AsyncEngine {
+ public:
+  // Allocates the KV cache and starts the engine thread.
+  AsyncEngine(Model& model, const Tokenizer& tokenizer, AsyncEngineConfig config);
+  // Aborts every unfinished request (each sink gets its final kAbort output) and joins.
+  ~AsyncEngine();
+  AsyncEngine(const AsyncEngine&) = delete;
+  AsyncEngine& operator=(const AsyncEngine&) = delete;
+
+  // Thread-safe. Checks the request (throws RequestError) and queues it; returns its id,
+  // or nullopt when max_waiting requests are already waiting (the server answers 429).
+  [[nodiscard]] std::optional<int64_t> submit(std::vector<int32_t> prompt, GenerateParams params, OutputSink sink);
+  // Thread-safe. The request ends at the engine's next loop turn with kAbort, its KV
+  // blocks freed. Unknown or finished ids are ignored.
+  void cancel(int64_t id);
+
+  // Thread-safe copy of the metrics as of the last step.
+  EngineMetrics metrics() const;
+
+  const Model& model() const { return model_; }
+  const Tokenizer& tokenizer() const { return tok_; }
+  const RequestLimits& limits() const { return limits_; }
+  const AsyncEngineConfig& config() const { return config_; }
+
+ private:
+  struct Submission {
+    int64_t id;
+    std::vector<int32_t> prompt;
+    GenerateParams params;
+    OutputSink sink;
+    Clock::time_point arrival;
+  };
+
+  void loop();
+
+  Model& model_;
+  const Tokenizer& tok_;
+  AsyncEngineConfig config_;
+  RequestLimits limits_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Submission> inbox_;
+  std::vector<int64_t> cancels_;
+  bool stopping_ = false;
+  int64_t next_id_ = 1;
+  size_t n_waiting_ = 0;  // inbox plus the core's waiting queue, as of the last turn
+  EngineMetrics snapshot_;
+
+  std::thread thread_;
+};
+
+}  // namespace moe

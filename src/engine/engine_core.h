@@ -1,0 +1,100 @@
+#pragma once
+// The engine step, single-threaded: schedule() -> run the model -> postprocess(). It joins
+// the scheduler (which requests and tokens), the model (one forward over the batch), the
+// per-request samplers and the streaming detokenizers, and reports each request's progress
+// to its sink. No threads and no clock of its own beyond timestamps: AsyncEngine runs it on
+// the engine thread, tests call step() directly to control exactly what is batched.
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/metrics.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace moe {
+
+class ThreadPool;
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  int32_t block_size = 16;
+  int32_t n_blocks = 0;        // KV cache blocks; see kv_blocks_for_memory
+  int64_t max_model_len = 0;   // longest prompt + max_tokens; 0: the model's context length
+};
+
+// KV blocks of block_size positions that fit in `gib` GiB for this model.
+int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size);
+
+// The limits a request is checked against before it is queued.
+struct RequestLimits {
+  int64_t n_vocab = 0;
+  int64_t max_model_len = 0;
+  int64_t kv_capacity_tokens = 0;  // positions the whole KV cache holds
+};
+
+// Throws RequestError naming the field when the request can never run: empty prompt, a
+// token id outside the vocabulary, max_tokens < 1, prompt + max_tokens over max_model_len
+// or over the KV cache, bad sampling params, a stop_token_id outside the vocabulary.
+void validate_request(const std::vector<int32_t>& prompt, const GenerateParams& params, const RequestLimits& limits);
+
+class EngineCore {
+ public:
+  // The model, tokenizer and pool must outlive the core. Allocates the KV cache.
+  EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig config, ThreadPool& pool);
+  ~EngineCore();
+
+  const EngineConfig& config() const { return config_; }
+  const RequestLimits& limits() const { return limits_; }
+
+  // Queues a request under the caller's id (unique among unfinished ones). Throws
+  // RequestError as validate_request does. The sink receives every RequestOutput.
+  void add(int64_t id, std::vector<int32_t> prompt, GenerateParams params, OutputSink sink,
+           Clock::time_point arrival = Clock::now());
+  // Ends a waiting or running request now: its blocks are freed and its sink gets a final
+  // output with FinishKind::kAbort. Unknown or finished ids are ignored.
+  void abort(int64_t id);
+
+  bool has_work() const { return scheduler_.has_unfinished(); }
+  // One engine step. Does nothing when there is no work.
+  void step();
+
+  size_t n_running() const { return scheduler_.n_running(); }
+  size_t n_waiting() const { return scheduler_.n_waiting(); }
+  const BlockManager& blocks() const { return blocks_; }
+  // Gauges are refreshed by each step() and abort().
+  const EngineMetrics& metrics() const { return metrics_; }
+  // Preemptions of one unfinished request so far (for tests); 0 when unknown.
+  int64_t n_preemptions(int64_t id) const { return scheduler_.n_preemptions(id); }
+
+ private:
+  struct Active;  // one unfinished request's sampler, decoders and timestamps
+
+  void run_model(const StepPlan& plan);
+  void postprocess(const StepPlan& plan, const std::vector<int32_t>& sampled,
+                   const std::vector<SampleResult>& results, Clock::time_point now);
+  // Appends one token to a request's output; true when it ends the request.
+  bool emit_token(Active& a, const SampleResult& r, RequestOutput& out);
+  void finish(int64_t id, Active& a, RequestOutput& out, FinishKind kind, Clock::time_point now);
+  void refresh_gauges();
+
+  Model& model_;
+  const Tokenizer& tok_;
+  EngineConfig config_;
+  ThreadPool& pool_;
+  RequestLimits limits_;
+  KvStore kv_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::unordered_map<int64_t, std::unique_ptr<Active>> active_;
+  std::vector<float> logits_;  // f32 [rows, n_vocab] of the current step
+  EngineMetrics metrics_;
+  uint64_t seen_prefix_queries_ = 0, seen_prefix_hits_ = 0;
+};
+
+}  // namespace moe

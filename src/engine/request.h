@@ -1,0 +1,73 @@
+#pragma once
+// What a client asks the engine for, and what the engine hands back as the request runs.
+// Plain data shared by the engine core, the async front end and the HTTP server.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/sampling.h"
+
+namespace moe {
+
+struct GenerateParams {
+  SamplingParams sampling;
+  int64_t max_tokens = 16;
+  // Text that ends the output; the stop string itself is not part of the text. Found
+  // across token boundaries.
+  std::vector<std::string> stop;
+  // Token ids that end the output (the token is counted but adds no text).
+  std::vector<int32_t> stop_token_ids;
+  // Generate past the model's end-of-sequence / end-of-turn tokens.
+  bool ignore_eos = false;
+  // Control tokens (EOS, chat markers) add no text.
+  bool skip_special_tokens = true;
+  int32_t priority = 0;  // lower is more urgent; used by the priority policy
+};
+
+// Why a request ended, with the names OpenAI uses where one exists.
+enum class FinishKind { kNone, kStop, kLength, kAbort, kError };
+const char* finish_kind_name(FinishKind k);  // "stop", "length", "abort", "error"; "" for kNone
+
+struct TokenOutput {
+  int32_t token = -1;
+  float logprob = 0.0f;             // with SamplingParams::logprobs
+  std::vector<TokenLogprob> top;    // SamplingParams::top_logprobs entries
+};
+
+// Everything that happened to one request since its previous RequestOutput. Sent after
+// each engine step that produced tokens for it, and exactly once with finished = true.
+struct RequestOutput {
+  int64_t id = 0;
+  std::vector<TokenOutput> tokens;  // new tokens, in order (usually one)
+  std::string text;                 // new text: whole UTF-8, stop strings held back
+  bool finished = false;
+  FinishKind finish = FinishKind::kNone;
+  // The stop string or stop token id that ended it: "" / -1 when none (EOS, length).
+  std::string stop_string;
+  int32_t stop_token = -1;
+  std::string error;                // with FinishKind::kError: why
+  int64_t n_prompt_tokens = 0;
+  int64_t n_output_tokens = 0;      // generated so far, including this output's
+  int64_t n_cached_tokens = 0;      // prompt tokens served from the prefix cache
+};
+
+// Called on the engine thread: it must be quick and must not call into the engine.
+using OutputSink = std::function<void(RequestOutput&&)>;
+
+using Clock = std::chrono::steady_clock;
+
+// A request the engine refuses before queueing it (the server answers 400). param names the
+// offending field as the OpenAI API spells it ("messages", "max_tokens", ...), or is empty.
+class RequestError : public Error {
+ public:
+  RequestError(const std::string& message, std::string param) : Error(message), param_(std::move(param)) {}
+  const std::string& param() const { return param_; }
+
+ private:
+  std::string param_;
+};
+
+}  // namespace moe

@@ -18,7 +18,9 @@
 # stdout: KEY=VALUE lines only (usable with eval "$(scripts/llamacpp.sh)"); progress on stderr.
 # env:   LLAMACPP_JOBS (default 2), LLAMACPP_CACHE (default <repo>/.cache/llamacpp),
 #        LLAMACPP_NPM_VERSION (default pinned below; another version skips the hash checks),
-#        LLAMACPP_NO_TESTS=1 (do not build test-llama-archs).
+#        LLAMACPP_NO_TESTS=1 (do not build test-llama-archs),
+#        LLAMACPP_SERVER=1 (also build llama-server, without its web UI: about 10 more
+#        CPU-minutes the first time; bench/serve_vs_llamacpp.sh sets it).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,6 +35,8 @@ CACHE=${LLAMACPP_CACHE:-$ROOT/.cache/llamacpp}
 JOBS=${LLAMACPP_JOBS:-2}
 WITH_TESTS=1
 [ "${LLAMACPP_NO_TESTS:-0}" = 1 ] && WITH_TESTS=0
+WITH_SERVER=0
+[ "${LLAMACPP_SERVER:-0}" = 1 ] && WITH_SERVER=1
 
 NPM_DIR=$CACHE/npm
 SRC=$CACHE/src
@@ -56,6 +60,12 @@ print_paths() {
   echo "LLAMA_DUMP_LOGITS=$BIN/dump_logits"
   if [ -x "$BUILD/bin/test-llama-archs" ]; then
     echo "LLAMA_TEST_ARCHS=$BUILD/bin/test-llama-archs"
+  fi
+  if [ -x "$BUILD/bin/llama-server" ]; then
+    echo "LLAMA_SERVER=$BUILD/bin/llama-server"
+  elif [ $WITH_SERVER = 1 ]; then
+    log "missing $BUILD/bin/llama-server (run LLAMACPP_SERVER=1 scripts/llamacpp.sh build)"
+    return 1
   fi
 }
 
@@ -118,6 +128,7 @@ build_llamacpp() {
   local gen=() targets=(llama llama-bench llama-quantize)
   command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
   [ $WITH_TESTS = 1 ] && targets+=(test-llama-archs)
+  [ $WITH_SERVER = 1 ] && targets+=(llama-server)
   local args=(
     -DCMAKE_BUILD_TYPE=Release
     -DBUILD_SHARED_LIBS=OFF
@@ -127,14 +138,19 @@ build_llamacpp() {
     -DLLAMA_BUILD_TOOLS=ON
     -DLLAMA_BUILD_TESTS="$([ $WITH_TESTS = 1 ] && echo ON || echo OFF)"
     -DLLAMA_BUILD_EXAMPLES=OFF
-    -DLLAMA_BUILD_SERVER=OFF
+    -DLLAMA_BUILD_SERVER=ON
+    -DLLAMA_BUILD_UI=OFF
+    -DLLAMA_USE_PREBUILT_UI=OFF
     -DLLAMA_BUILD_APP=OFF
     -DLLAMA_OPENSSL=OFF
   )
-  local stamp=$BUILD/.moengine-configure
-  if [ ! -f "$BUILD/CMakeCache.txt" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${gen[*]} ${args[*]}" ]; then
+  local stamp=$BUILD/.moengine-configure old
+  old=$(cat "$stamp" 2>/dev/null || true)
+  if [ ! -f "$BUILD/CMakeCache.txt" ] || [ "$old" != "${gen[*]} ${args[*]}" ]; then
     log "configuring ($BUILD)"
-    rm -rf "$BUILD"
+    # A changed generator needs a fresh tree; changed options are reconfigured in place so
+    # objects they do not affect (all of libllama when only the server is switched on) stay.
+    [ "${old%% -D*}" = "${gen[*]}" ] || rm -rf "$BUILD"
     cmake -S "$SRC" -B "$BUILD" "${gen[@]}" "${args[@]}" >"$CACHE/configure.log" 2>&1 ||
       { tail -30 "$CACHE/configure.log" >&2; die "cmake configure failed (full log: $CACHE/configure.log)"; }
     echo "${gen[*]} ${args[*]}" >"$stamp"
@@ -175,6 +191,9 @@ smoke() {
   "$BUILD/bin/llama-bench" --help >/dev/null 2>&1 || die "llama-bench --help failed"
   "$BUILD/bin/llama-quantize" --help >/dev/null 2>&1 || [ $? = 1 ] || die "llama-quantize --help failed"
   "$BIN/dump_logits" --help >/dev/null 2>&1 || die "dump_logits --help failed"
+  if [ $WITH_SERVER = 1 ]; then
+    "$BUILD/bin/llama-server" --help >/dev/null 2>&1 || die "llama-server --help failed"
+  fi
 }
 
 do_build() {
@@ -206,6 +225,6 @@ case "$cmd" in
     ls -1 "$dir"/*.gguf
     ;;
   clean) rm -rf "$CACHE"; log "removed $CACHE" ;;
-  -h|--help|help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$cmd' (build|paths|gen-models|clean)" ;;
 esac

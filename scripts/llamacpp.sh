@@ -225,6 +225,6 @@ case "$cmd" in
     ls -1 "$dir"/*.gguf
     ;;
   clean) rm -rf "$CACHE"; log "removed $CACHE" ;;
-  -h|--help|help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$cmd' (build|paths|gen-models|clean)" ;;
 esac

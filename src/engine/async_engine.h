@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "engine/engine_core.h"
 
 namespace moe {
@@ -56,10 +57,14 @@ class AsyncEngine {
   };
 
   void loop();
+  // The final output of a request that never reached the core.
+  static void end_unstarted(Submission& s, FinishKind kind, const std::string& error);
 
   Model& model_;
   const Tokenizer& tok_;
   AsyncEngineConfig config_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<EngineCore> core_;  // touched by the engine thread only, once started
   RequestLimits limits_;
 
   mutable std::mutex mu_;
@@ -68,7 +73,7 @@ class AsyncEngine {
   std::vector<int64_t> cancels_;
   bool stopping_ = false;
   int64_t next_id_ = 1;
-  size_t n_waiting_ = 0;  // inbox plus the core's waiting queue, as of the last turn
+  size_t core_waiting_ = 0;  // the core's waiting queue, as of the last turn
   EngineMetrics snapshot_;
 
   std::thread thread_;

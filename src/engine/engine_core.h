@@ -59,6 +59,8 @@ class EngineCore {
   // Ends a waiting or running request now: its blocks are freed and its sink gets a final
   // output with FinishKind::kAbort. Unknown or finished ids are ignored.
   void abort(int64_t id);
+  // Aborts every unfinished request, as abort() does.
+  void abort_all();
 
   bool has_work() const { return scheduler_.has_unfinished(); }
   // One engine step. Does nothing when there is no work.
@@ -70,7 +72,7 @@ class EngineCore {
   // Gauges are refreshed by each step() and abort().
   const EngineMetrics& metrics() const { return metrics_; }
   // Preemptions of one unfinished request so far (for tests); 0 when unknown.
-  int64_t n_preemptions(int64_t id) const { return scheduler_.n_preemptions(id); }
+  int64_t n_preemptions(int64_t id) const;
 
  private:
   struct Active;  // one unfinished request's sampler, decoders and timestamps

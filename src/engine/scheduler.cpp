@@ -70,6 +70,11 @@ const Scheduler::Seq& Scheduler::get(int64_t id) const {
   return it->second;
 }
 
+void Scheduler::forget(int64_t id) {
+  auto it = seqs_.find(id);
+  if (it != seqs_.end() && it->second.state == RequestState::kFinished) seqs_.erase(it);
+}
+
 RequestState Scheduler::state(int64_t id) const { return get(id).state; }
 FinishReason Scheduler::finish_reason(int64_t id) const { return get(id).reason; }
 const std::string& Scheduler::reject_reason(int64_t id) const { return get(id).reject_reason; }

@@ -88,6 +88,11 @@ class Scheduler {
   // Cancels a waiting or running request; its blocks are released at once.
   void abort(int64_t id) { end(id, FinishReason::kAborted); }
 
+  // Drops a finished request's record (its output, reason); the engine calls it once the
+  // final output is delivered, so a long-running server does not accumulate them.
+  // Unknown or unfinished: no-op.
+  void forget(int64_t id);
+
   RequestState state(int64_t id) const;
   FinishReason finish_reason(int64_t id) const;
   const std::string& reject_reason(int64_t id) const;

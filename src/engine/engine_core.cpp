@@ -1,0 +1,277 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/thread_pool.h"
+
+namespace moe {
+
+const char* finish_kind_name(FinishKind k) {
+  switch (k) {
+    case FinishKind::kStop: return "stop";
+    case FinishKind::kLength: return "length";
+    case FinishKind::kAbort: return "abort";
+    case FinishKind::kError: return "error";
+    case FinishKind::kNone: break;
+  }
+  return "";
+}
+
+int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size) {
+  if (!(gib > 0.0)) fail("KV cache memory must be > 0 GiB, got {}", gib);
+  if (block_size < 1) fail("block size must be >= 1, got {}", block_size);
+  const ModelConfig& c = model.config();
+  const double block_bytes = double(c.n_layer) * double(c.kv_row_floats()) * double(block_size) * sizeof(float);
+  const double n = gib * double(1ull << 30) / block_bytes;
+  if (n < 1.0) fail("{} GiB of KV cache is less than one block of {} positions ({:.0f} bytes)", gib, block_size, block_bytes);
+  return int32_t(std::min(n, double(std::numeric_limits<int32_t>::max())));
+}
+
+void validate_request(const std::vector<int32_t>& prompt, const GenerateParams& params, const RequestLimits& limits) {
+  if (prompt.empty()) throw RequestError("the prompt is empty", "prompt");
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= limits.n_vocab) {
+      throw RequestError(fmt::format("token id {} is outside the vocabulary [0, {})", t, limits.n_vocab), "prompt");
+    }
+  }
+  if (params.max_tokens < 1) {
+    throw RequestError(fmt::format("max_tokens must be at least 1, got {}", params.max_tokens), "max_tokens");
+  }
+  const int64_t n_prompt = int64_t(prompt.size());
+  if (n_prompt >= limits.max_model_len) {
+    throw RequestError(fmt::format("this model's maximum context length is {} tokens, but the prompt has {} tokens",
+                                   limits.max_model_len, n_prompt),
+                       "prompt");
+  }
+  if (n_prompt + params.max_tokens > limits.max_model_len) {
+    throw RequestError(fmt::format("this model's maximum context length is {} tokens; the prompt has {} tokens, so "
+                                   "max_tokens can be at most {}, got {}",
+                                   limits.max_model_len, n_prompt, limits.max_model_len - n_prompt, params.max_tokens),
+                       "max_tokens");
+  }
+  if (n_prompt + params.max_tokens > limits.kv_capacity_tokens) {
+    throw RequestError(fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the KV cache ({} tokens)", n_prompt,
+                                   params.max_tokens, limits.kv_capacity_tokens),
+                       "max_tokens");
+  }
+  for (int32_t t : params.stop_token_ids) {
+    if (t < 0 || t >= limits.n_vocab) {
+      throw RequestError(fmt::format("stop token id {} is outside the vocabulary [0, {})", t, limits.n_vocab),
+                         "stop_token_ids");
+    }
+  }
+  try {
+    params.sampling.validate();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    throw RequestError(msg, msg.substr(0, msg.find(' ')));  // every message starts with the field
+  }
+}
+
+struct EngineCore::Active {
+  Active(const Tokenizer& tok, const std::vector<int32_t>& prompt, GenerateParams p, OutputSink s, Clock::time_point t)
+      : params(std::move(p)),
+        sink(std::move(s)),
+        sampler(params.sampling, prompt),
+        decoder(tok, params.skip_special_tokens),
+        stops(params.stop),
+        arrival(t),
+        n_prompt(int64_t(prompt.size())) {}
+
+  GenerateParams params;
+  OutputSink sink;
+  Sampler sampler;
+  StreamDecoder decoder;
+  StopMatcher stops;
+  Clock::time_point arrival, last_token;
+  int64_t n_prompt;
+  int64_t n_output = 0;
+  int64_t n_cached = 0;
+  int64_t n_preempted = 0;
+  bool scheduled = false;
+};
+
+EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig config, ThreadPool& pool)
+    : model_(model),
+      tok_(tokenizer),
+      config_(config),
+      pool_(pool),
+      kv_(model.make_kv_store(config.block_size, config.n_blocks)),
+      blocks_(config.n_blocks, config.block_size),
+      scheduler_(config.scheduler, blocks_) {
+  if (config_.max_model_len <= 0) config_.max_model_len = model.config().n_ctx_train;
+  limits_.n_vocab = model.config().n_vocab;
+  limits_.max_model_len = config_.max_model_len;
+  limits_.kv_capacity_tokens = int64_t(config.n_blocks) * config.block_size;
+  metrics_.kv_blocks_total = config.n_blocks;
+}
+
+EngineCore::~EngineCore() = default;
+
+void EngineCore::add(int64_t id, std::vector<int32_t> prompt, GenerateParams params, OutputSink sink,
+                     Clock::time_point arrival) {
+  validate_request(prompt, params, limits_);
+  if (active_.count(id)) fail("request id {} is already in use", id);
+  auto a = std::make_unique<Active>(tok_, prompt, params, std::move(sink), arrival);
+  Request r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.max_tokens = params.max_tokens;
+  r.priority = params.priority;
+  if (!scheduler_.add(std::move(r))) fail("request {} rejected: {}", id, scheduler_.reject_reason(id));
+  active_.emplace(id, std::move(a));
+  refresh_gauges();
+}
+
+void EngineCore::abort(int64_t id) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  scheduler_.abort(id);
+  RequestOutput out;
+  finish(id, *it->second, out, FinishKind::kAbort, Clock::now());
+  refresh_gauges();
+}
+
+void EngineCore::abort_all() {
+  std::vector<int64_t> ids;
+  for (const auto& [id, a] : active_) ids.push_back(id);
+  for (int64_t id : ids) abort(id);
+}
+
+int64_t EngineCore::n_preemptions(int64_t id) const {
+  auto it = active_.find(id);
+  return it == active_.end() ? 0 : it->second->n_preempted;
+}
+
+void EngineCore::step() {
+  if (!has_work()) return;
+  const StepPlan plan = scheduler_.schedule();
+  metrics_.num_preemptions_total += plan.preempted.size();
+  for (int64_t id : plan.preempted) ++active_.at(id)->n_preempted;
+  const Clock::time_point scheduled_at = Clock::now();
+  for (const ScheduledSeq& s : plan.seqs) {
+    Active& a = *active_.at(s.id);
+    if (a.scheduled) continue;
+    a.scheduled = true;
+    metrics_.request_queue_time.observe(std::chrono::duration<double>(scheduled_at - a.arrival).count());
+    metrics_.prompt_tokens_total += uint64_t(a.n_prompt);
+    a.n_cached = s.pos0;
+  }
+  if (plan.empty()) {
+    refresh_gauges();
+    return;
+  }
+  run_model(plan);
+
+  // Sample every sequence whose last token's logits were computed, in plan order (the
+  // order of the logit rows).
+  std::vector<int32_t> sampled;
+  std::vector<SampleResult> results;
+  const int64_t n_vocab = model_.config().n_vocab;
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (!s.produces_logits) continue;
+    SampleResult r;
+    active_.at(s.id)->sampler.sample(logits_.data() + int64_t(sampled.size()) * n_vocab, n_vocab, &r);
+    sampled.push_back(r.token);
+    results.push_back(std::move(r));
+  }
+  postprocess(plan, sampled, results, Clock::now());
+}
+
+void EngineCore::run_model(const StepPlan& plan) {
+  const Step step = plan.to_step();
+  logits_.resize(size_t(step.n_logit_rows() * model_.config().n_vocab));
+  model_.forward(step, kv_, logits_.data(), pool_);
+}
+
+void EngineCore::postprocess(const StepPlan& plan, const std::vector<int32_t>& sampled,
+                             const std::vector<SampleResult>& results, Clock::time_point now) {
+  const std::vector<int64_t> hit_length = scheduler_.on_step_done(plan, sampled);
+  size_t k = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (!s.produces_logits) continue;
+    const SampleResult& r = results[k++];
+    Active& a = *active_.at(s.id);
+    RequestOutput out;
+    a.sampler.accept(r.token);
+    if (emit_token(a, r, out)) {
+      scheduler_.finish(s.id);
+      finish(s.id, a, out, FinishKind::kStop, now);
+    } else if (std::find(hit_length.begin(), hit_length.end(), s.id) != hit_length.end()) {
+      finish(s.id, a, out, FinishKind::kLength, now);
+    } else {
+      out.id = s.id;
+      out.n_prompt_tokens = a.n_prompt;
+      out.n_output_tokens = a.n_output;
+      out.n_cached_tokens = a.n_cached;
+      a.sink(std::move(out));
+    }
+  }
+  metrics_.prefix_cache_queries = blocks_.prefix_queries();
+  metrics_.prefix_cache_hits = blocks_.prefix_hits();
+  refresh_gauges();
+}
+
+bool EngineCore::emit_token(Active& a, const SampleResult& r, RequestOutput& out) {
+  const Clock::time_point now = Clock::now();
+  if (a.n_output == 0) {
+    metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - a.arrival).count());
+  } else {
+    metrics_.time_per_output_token.observe(std::chrono::duration<double>(now - a.last_token).count());
+  }
+  a.last_token = now;
+  ++a.n_output;
+  ++metrics_.generation_tokens_total;
+  out.tokens.push_back(TokenOutput{r.token, r.logprob, r.top});
+
+  const GenerateParams& p = a.params;
+  const bool is_eos = !p.ignore_eos && r.token >= 0 && (r.token == tok_.eos_id() || r.token == tok_.eot_id());
+  const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), r.token) != p.stop_token_ids.end();
+  if (is_eos || is_stop_token) {
+    if (is_stop_token) out.stop_token = r.token;
+    return true;
+  }
+  const StopMatcher::Result m = a.stops.push(a.decoder.push(r.token));
+  out.text += m.text;
+  if (m.stopped) {
+    out.stop_string = p.stop[m.which];
+    return true;
+  }
+  return false;
+}
+
+void EngineCore::finish(int64_t id, Active& a, RequestOutput& out, FinishKind kind, Clock::time_point now) {
+  // A stop string already cut the text; otherwise what the decoders held back is final.
+  if (out.stop_string.empty()) {
+    const StopMatcher::Result m = a.stops.push(a.decoder.finish());
+    out.text += m.text;
+    if (m.stopped) {
+      out.stop_string = a.params.stop[m.which];
+      kind = FinishKind::kStop;
+    } else {
+      out.text += a.stops.finish();
+    }
+  }
+  out.id = id;
+  out.finished = true;
+  out.finish = kind;
+  out.n_prompt_tokens = a.n_prompt;
+  out.n_output_tokens = a.n_output;
+  out.n_cached_tokens = a.n_cached;
+  metrics_.e2e_request_latency.observe(std::chrono::duration<double>(now - a.arrival).count());
+  ++metrics_.request_success_total[size_t(kind)];
+  OutputSink sink = std::move(a.sink);
+  active_.erase(id);
+  scheduler_.forget(id);
+  sink(std::move(out));
+}
+
+void EngineCore::refresh_gauges() {
+  metrics_.num_requests_running = int64_t(scheduler_.n_running());
+  metrics_.num_requests_waiting = int64_t(scheduler_.n_waiting());
+  metrics_.kv_cache_usage_perc = blocks_.usage();
+  metrics_.kv_blocks_used = blocks_.n_used();
+}
+
+}  // namespace moe

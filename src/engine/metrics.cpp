@@ -1,0 +1,114 @@
+#include "engine/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace moe {
+
+Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {
+  if (!std::is_sorted(bounds_.begin(), bounds_.end())) throw std::invalid_argument("histogram bounds must be sorted");
+}
+
+void Histogram::observe(double value) {
+  const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  ++counts_[i];
+  ++count_;
+  sum_ += value;
+}
+
+uint64_t Histogram::cumulative(size_t i) const {
+  uint64_t n = 0;
+  for (size_t j = 0; j <= i; ++j) n += counts_[j];
+  return n;
+}
+
+// vLLM's buckets, so the same dashboards and alert thresholds apply.
+EngineMetrics::EngineMetrics()
+    : time_to_first_token({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                           10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      time_per_output_token({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                             10.0, 20.0, 40.0, 80.0}),
+      e2e_request_latency({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+                           240.0, 480.0, 960.0, 1920.0, 7680.0}),
+      request_queue_time(e2e_request_latency.bounds()) {}
+
+namespace {
+
+// Label values escape backslash, double quote and newline.
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  explicit Writer(const std::string& model) : labels_("model_name=\"" + escape_label(model) + "\"") {}
+
+  void gauge(const char* name, const char* help, double v) { scalar(name, help, "gauge", v); }
+  void counter(const char* name, const char* help, double v) { scalar(name, help, "counter", v); }
+
+  void histogram(const char* name, const char* help, const Histogram& h) {
+    head(name, help, "histogram");
+    for (size_t i = 0; i < h.bounds().size(); ++i) {
+      out_ += fmt::format("moengine:{}_bucket{{{},le=\"{}\"}} {}\n", name, labels_, h.bounds()[i], h.cumulative(i));
+    }
+    out_ += fmt::format("moengine:{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels_, h.count());
+    out_ += fmt::format("moengine:{}_sum{{{}}} {}\n", name, labels_, h.sum());
+    out_ += fmt::format("moengine:{}_count{{{}}} {}\n", name, labels_, h.count());
+  }
+
+  void finished(const std::array<uint64_t, 5>& by_kind) {
+    head("request_success_total", "Finished requests by finish reason.", "counter");
+    for (FinishKind k : {FinishKind::kStop, FinishKind::kLength, FinishKind::kAbort, FinishKind::kError}) {
+      out_ += fmt::format("moengine:request_success_total{{{},finished_reason=\"{}\"}} {}\n", labels_,
+                          finish_kind_name(k), by_kind[size_t(k)]);
+    }
+  }
+
+  std::string take() { return std::move(out_); }
+
+ private:
+  void head(const char* name, const char* help, const char* type) {
+    out_ += fmt::format("# HELP moengine:{} {}\n# TYPE moengine:{} {}\n", name, help, name, type);
+  }
+  void scalar(const char* name, const char* help, const char* type, double v) {
+    head(name, help, type);
+    out_ += fmt::format("moengine:{}{{{}}} {}\n", name, labels_, v);
+  }
+
+  std::string labels_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string prometheus_text(const EngineMetrics& m, const std::string& model_name) {
+  Writer w(model_name);
+  w.gauge("num_requests_running", "Requests in the running batch.", double(m.num_requests_running));
+  w.gauge("num_requests_waiting", "Requests waiting to be scheduled.", double(m.num_requests_waiting));
+  w.gauge("kv_cache_usage_perc", "Fraction of KV cache blocks held by requests (1 = full).", m.kv_cache_usage_perc);
+  w.gauge("num_kv_blocks_total", "KV cache blocks.", double(m.kv_blocks_total));
+  w.gauge("num_kv_blocks_used", "KV cache blocks held by requests.", double(m.kv_blocks_used));
+  w.counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", double(m.prefix_cache_queries));
+  w.counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", double(m.prefix_cache_hits));
+  w.counter("prompt_tokens_total", "Prompt tokens of requests that started running.", double(m.prompt_tokens_total));
+  w.counter("generation_tokens_total", "Tokens generated.", double(m.generation_tokens_total));
+  w.counter("num_preemptions_total", "Requests preempted (recomputed later) for lack of KV blocks.",
+            double(m.num_preemptions_total));
+  w.finished(m.request_success_total);
+  w.histogram("time_to_first_token_seconds", "Seconds from arrival to the first token.", m.time_to_first_token);
+  w.histogram("time_per_output_token_seconds", "Seconds between consecutive output tokens.", m.time_per_output_token);
+  w.histogram("e2e_request_latency_seconds", "Seconds from arrival to the last output.", m.e2e_request_latency);
+  w.histogram("request_queue_time_seconds", "Seconds from arrival to first being scheduled.", m.request_queue_time);
+  return w.take();
+}
+
+}  // namespace moe

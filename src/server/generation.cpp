@@ -1,0 +1,153 @@
+// POST /v1/completions and /v1/chat/completions: parse, tokenize, submit to the engine, and
+// stream or collect its outputs until the request finishes or the client leaves.
+#include <boost/asio/this_coro.hpp>
+#include <fmt/format.h>
+
+#include "http/mailbox.h"
+#include "server/api_error.h"
+#include "server/openai_server.h"
+
+namespace moe::server {
+
+namespace {
+
+using OutputMailbox = http::Mailbox<RequestOutput>;
+
+// A request the engine accepted, as its handler holds it. Leaving the handler early (the
+// client went away, a write failed, the server is stopping) cancels the request, which
+// frees its KV blocks at the engine's next turn; the mailbox is closed either way so the
+// engine thread never posts to a connection that is gone.
+class RunningRequest {
+ public:
+  RunningRequest(AsyncEngine& engine, int64_t id, std::shared_ptr<OutputMailbox> mailbox)
+      : engine_(engine), id_(id), mailbox_(std::move(mailbox)) {}
+  ~RunningRequest() {
+    mailbox_->close();
+    if (!finished_) engine_.cancel(id_);
+  }
+  RunningRequest(const RunningRequest&) = delete;
+  RunningRequest& operator=(const RunningRequest&) = delete;
+
+  OutputMailbox& mailbox() { return *mailbox_; }
+  void mark_finished() { finished_ = true; }
+
+ private:
+  AsyncEngine& engine_;
+  int64_t id_;
+  std::shared_ptr<OutputMailbox> mailbox_;
+  bool finished_ = false;
+};
+
+struct Prepared {
+  std::vector<int32_t> prompt;
+  GenerationFields gen;
+  ResponseMeta meta;
+};
+
+http::Response json_ok(std::string body) {
+  http::Response res{http::Status::ok, 11};
+  res.set(http::Field::content_type, "application/json");
+  res.body() = std::move(body);
+  return res;
+}
+
+http::Response collected_response(const ResponseCollector& collector) {
+  if (collector.failed()) return error_response(internal_error(collector.error()));
+  return json_ok(collector.body());
+}
+
+asio::awaitable<void> stream_outputs(http::Exchange& ex, RunningRequest& run, StreamEncoder encoder) {
+  if (!co_await ex.start_events()) co_return;
+  if (!co_await ex.send_events(encoder.start())) co_return;
+  for (;;) {
+    std::optional<std::vector<RequestOutput>> batch = co_await ex.unless_client_gone(run.mailbox().receive());
+    if (!batch) co_return;
+    std::vector<std::string> events;
+    bool done = false;
+    for (const RequestOutput& out : *batch) {
+      for (std::string& e : encoder.encode(out)) events.push_back(std::move(e));
+      if (out.finished) {
+        run.mark_finished();
+        done = true;
+        break;
+      }
+    }
+    if (!co_await ex.send_events(events)) co_return;
+    if (done) {
+      co_await ex.end_events();
+      co_return;
+    }
+  }
+}
+
+asio::awaitable<void> collect_outputs(http::Exchange& ex, RunningRequest& run, ResponseCollector collector) {
+  while (!collector.finished()) {
+    std::optional<std::vector<RequestOutput>> batch = co_await ex.unless_client_gone(run.mailbox().receive());
+    if (!batch) co_return;
+    for (const RequestOutput& out : *batch) {
+      collector.add(out);
+      if (out.finished) {
+        run.mark_finished();
+        break;
+      }
+    }
+  }
+  co_await ex.respond(collected_response(collector));
+}
+
+}  // namespace
+
+asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
+  std::optional<ApiError> error;
+  Prepared p;
+  try {
+    check_api_key(ex.request());
+    const Json body = parse_json_body(ex.request().body());
+    if (api == Api::kChat) {
+      ChatRequest chat = parse_chat_request(body);
+      check_model(chat.gen.model);
+      p.prompt = prompter_.encode_chat(chat, chat.add_special_tokens);
+      p.gen = std::move(chat.gen);
+    } else {
+      CompletionRequest completion = parse_completion_request(body);
+      check_model(completion.gen.model);
+      p.prompt = prompter_.completion_prompt(completion);
+      p.gen = std::move(completion.gen);
+    }
+    fit_to_context(p.gen, int64_t(p.prompt.size()), engine_.limits(), api == Api::kChat ? "messages" : "prompt");
+  } catch (const ApiError& e) {
+    error = e;
+  }
+  if (error) {
+    co_await ex.respond(error_response(*error));
+    co_return;
+  }
+  p.meta = ResponseMeta{api,
+                        new_response_id(api),
+                        unix_now(),
+                        config_.served_model_name,
+                        p.gen.params.sampling.logprobs,
+                        p.gen.params.sampling.top_logprobs,
+                        p.gen.include_usage};
+
+  auto mailbox = std::make_shared<OutputMailbox>(co_await asio::this_coro::executor);
+  std::optional<int64_t> id;
+  try {
+    id = engine_.submit(std::move(p.prompt), p.gen.params, [mailbox](RequestOutput&& out) { mailbox->push(std::move(out)); });
+    if (!id) {
+      error = queue_full(fmt::format("the server is at capacity: {} requests are already waiting; retry later",
+                                     engine_.config().max_waiting));
+    }
+  } catch (const RequestError& e) {
+    error = invalid_value(e.param(), e.what());
+  }
+  if (error) {
+    co_await ex.respond(error_response(*error));
+    co_return;
+  }
+  RunningRequest run(engine_, *id, mailbox);
+  if (p.gen.stream) co_await stream_outputs(ex, run, StreamEncoder(p.meta, engine_.tokenizer()));
+  else co_await collect_outputs(ex, run, ResponseCollector(p.meta, engine_.tokenizer()));
+}
+
+}  // namespace moe::server

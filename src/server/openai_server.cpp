@@ -1,0 +1,100 @@
+#include "server/openai_server.h"
+
+#include "engine/metrics.h"
+#include "server/api_error.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace moe::server {
+
+namespace {
+
+http::Response json_response(const Json& body) {
+  http::Response res{http::Status::ok, 11};
+  res.set(http::Field::content_type, "application/json");
+  res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return res;
+}
+
+asio::awaitable<void> send(http::Exchange& ex, http::Response res) { co_await ex.respond(std::move(res)); }
+
+}  // namespace
+
+OpenAiServer::OpenAiServer(AsyncEngine& engine, ApiConfig config)
+    : engine_(engine), config_(std::move(config)), prompter_(engine.tokenizer()), created_(unix_now()) {}
+
+http::Response OpenAiServer::http_error(http::Status status, const std::string& message) {
+  return error_response(server::http_error(status, message));
+}
+
+http::Router OpenAiServer::router() {
+  http::Router r;
+  using V = http::Verb;
+  r.add(V::post, "/v1/completions", [this](http::Exchange& ex) { return generate(ex, Api::kCompletion); });
+  r.add(V::post, "/v1/chat/completions", [this](http::Exchange& ex) { return generate(ex, Api::kChat); });
+  r.add(V::get, "/v1/models", [this](http::Exchange& ex) { return send(ex, models(ex.request())); });
+  r.add(V::get, "/health", [](http::Exchange& ex) { return send(ex, http::Response{http::Status::ok, 11}); });
+  r.add(V::get, "/metrics", [this](http::Exchange& ex) { return send(ex, metrics()); });
+  r.add(V::post, "/tokenize", [this](http::Exchange& ex) { return send(ex, tokenize(ex.request())); });
+  r.add(V::post, "/detokenize", [this](http::Exchange& ex) { return send(ex, detokenize(ex.request())); });
+  return r;
+}
+
+void OpenAiServer::check_api_key(const http::Request& req) const {
+  if (config_.api_key.empty()) return;
+  const std::string_view auth = req[http::Field::authorization];
+  if (auth.empty()) throw unauthorized("missing API key: send it as the header \"Authorization: Bearer <key>\"");
+  if (auth != "Bearer " + config_.api_key) throw unauthorized("incorrect API key provided");
+}
+
+void OpenAiServer::check_model(const std::string& model) const {
+  if (model != config_.served_model_name) throw model_not_found(model);
+}
+
+http::Response OpenAiServer::models(const http::Request& req) const {
+  try {
+    check_api_key(req);
+  } catch (const ApiError& e) {
+    return error_response(e);
+  }
+  const Json card{{"id", config_.served_model_name},
+                  {"object", "model"},
+                  {"created", created_},
+                  {"owned_by", "moengine"},
+                  {"root", config_.model_path},
+                  {"parent", nullptr},
+                  {"max_model_len", context_limit(engine_.limits())}};
+  return json_response(Json{{"object", "list"}, {"data", Json::array({card})}});
+}
+
+http::Response OpenAiServer::metrics() const {
+  http::Response res{http::Status::ok, 11};
+  res.set(http::Field::content_type, "text/plain; version=0.0.4");
+  res.body() = prometheus_text(engine_.metrics(), config_.served_model_name);
+  return res;
+}
+
+http::Response OpenAiServer::tokenize(const http::Request& req) const {
+  try {
+    const TokenizeRequest t = parse_tokenize_request(parse_json_body(req.body()));
+    if (t.model) check_model(*t.model);
+    const std::vector<int32_t> ids = t.chat ? prompter_.encode_chat(*t.chat, t.add_special_tokens)
+                                            : prompter_.encode_text(*t.prompt, t.add_special_tokens);
+    return json_response(Json{{"count", ids.size()}, {"max_model_len", context_limit(engine_.limits())}, {"tokens", ids}});
+  } catch (const ApiError& e) {
+    return error_response(e);
+  }
+}
+
+http::Response OpenAiServer::detokenize(const http::Request& req) const {
+  try {
+    const DetokenizeRequest d = parse_detokenize_request(parse_json_body(req.body()));
+    if (d.model) check_model(*d.model);
+    const Tokenizer& tok = engine_.tokenizer();
+    const std::vector<int32_t> ids = check_token_ids(d.tokens, tok.n_vocab(), "tokens");
+    return json_response(Json{{"prompt", utf8_sanitize(tok.decode(ids))}});
+  } catch (const ApiError& e) {
+    return error_response(e);
+  }
+}
+
+}  // namespace moe::server

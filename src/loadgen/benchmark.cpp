@@ -62,49 +62,90 @@ asio::awaitable<RequestResult> send(HttpClient& client, const BenchmarkOptions& 
   co_return result;
 }
 
-asio::awaitable<void> test_request(HttpClient& client, const BenchmarkOptions& o, SampleRequest r) {
-  r.output_len = std::min<int64_t>(r.output_len, 8);
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(o.ready_timeout_s));
-  asio::steady_timer pause(co_await asio::this_coro::executor);
+Clock::duration to_duration(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+
+// Connection failures (and 503, what a server loading its model answers) are retried
+// until the deadline; anything else ends the wait with its message.
+struct Attempt {
+  std::string error;
+  bool retry = false;
+};
+
+asio::awaitable<void> wait_a_moment() {
+  asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(500));
+  co_await pause.async_wait(kTuple);
+}
+
+asio::awaitable<std::string> served_model(HttpClient& client, const BenchmarkOptions& o, Clock::time_point deadline) {
+  HttpRequest req;
+  req.method = "GET";
+  req.target = "/v1/models";
+  if (!o.api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + o.api_key);
   for (;;) {
-    const HttpRequest req = make_request(o, r);
-    std::string error;
-    bool retry = false;
+    Attempt a;
     try {
-      const Clock::time_point sent = Clock::now();
-      StreamRecorder recorder(o.endpoint, sent);
+      const HttpResponse r = co_await client.fetch(req);
+      if (r.status == 200) {
+        const auto j = nlohmann::json::parse(r.body, nullptr, false);
+        if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+            j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string())
+          co_return j["data"][0]["id"].get<std::string>();
+        a.error = fmt::format("the answer lists no model: {}", excerpt(r.body));
+      } else {
+        a.error = fmt::format("HTTP {}: {}", r.status, excerpt(r.body));
+        a.retry = r.status == 503;
+      }
+    } catch (const ConnectError& e) {
+      a = {e.what(), true};
+    } catch (const Error& e) {
+      a.error = e.what();
+    }
+    if (!a.retry || Clock::now() >= deadline)
+      fail("no --model was given and asking the server failed (GET {}/v1/models): {}", client.base().str(), a.error);
+    co_await wait_a_moment();
+  }
+}
+
+asio::awaitable<void> test_request(HttpClient& client, const BenchmarkOptions& o, SampleRequest r,
+                                   Clock::time_point deadline) {
+  r.output_len = std::min<int64_t>(r.output_len, 8);
+  const HttpRequest req = make_request(o, r);
+  for (;;) {
+    Attempt a;
+    try {
+      StreamRecorder recorder(o.endpoint, Clock::now());
       const HttpResponse response = co_await client.stream(req, [&](const SseEvent& e, Clock::time_point t) {
         recorder.on_event(e.data, t);
         return true;
       });
       if (!response.streamed) {
-        error = response.status / 100 == 2
-                    ? fmt::format("the server answered '{}' instead of an event stream", response.content_type)
-                    : fmt::format("HTTP {}: {}", response.status, excerpt(response.body));
-        retry = response.status == 503;  // still loading the model
+        a.error = response.status / 100 == 2
+                      ? fmt::format("the server answered '{}' instead of an event stream", response.content_type)
+                      : fmt::format("HTTP {}: {}", response.status, excerpt(response.body));
+        a.retry = response.status == 503;
       } else if (RequestResult res = recorder.finish(Clock::now(), r.prompt_len); !res.success) {
-        error = res.error;
+        a.error = res.error;
       }
     } catch (const ConnectError& e) {
-      error = e.what();
-      retry = true;
+      a = {e.what(), true};
     } catch (const Error& e) {
-      error = e.what();
+      a.error = e.what();
     }
-    if (error.empty()) co_return;
-    if (!retry || Clock::now() >= deadline)
+    if (a.error.empty()) co_return;
+    if (!a.retry || Clock::now() >= deadline)
       fail("the test request to {}{} failed, so the benchmark did not start: {}", client.base().str(),
-           endpoint_path(o.endpoint), error);
-    pause.expires_after(std::chrono::milliseconds(500));
-    co_await pause.async_wait(kTuple);
+           endpoint_path(o.endpoint), a.error);
+    co_await wait_a_moment();
   }
 }
 
-asio::awaitable<void> drive(HttpClient& client, const BenchmarkOptions& o, const std::vector<SampleRequest>& requests,
+asio::awaitable<void> drive(HttpClient& client, BenchmarkOptions o, const std::vector<SampleRequest>& requests,
                             const ProgressFn& progress, BenchmarkRun& run) {
   const auto ex = co_await asio::this_coro::executor;
-  co_await test_request(client, o, requests.front());
+  const Clock::time_point ready_deadline = Clock::now() + to_duration(o.ready_timeout_s);
+  if (o.request.model.empty()) o.request.model = co_await served_model(client, o, ready_deadline);
+  run.model = o.request.model;
+  co_await test_request(client, o, requests.front(), ready_deadline);
   const std::vector<double> offsets = arrival_offsets(requests.size(), o.request_rate, o.burstiness, o.seed);
   run.results.resize(requests.size());
   size_t in_flight = 0, done = 0;
@@ -113,7 +154,7 @@ asio::awaitable<void> drive(HttpClient& client, const BenchmarkOptions& o, const
   const Clock::time_point t0 = Clock::now();
   asio::steady_timer arrival(ex);
   for (size_t i = 0; i < requests.size(); ++i) {
-    arrival.expires_at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(offsets[i])));
+    arrival.expires_at(t0 + to_duration(offsets[i]));
     co_await arrival.async_wait(kTuple);
     while (o.max_concurrency > 0 && in_flight >= o.max_concurrency) {
       request_ended.expires_at(Clock::time_point::max());

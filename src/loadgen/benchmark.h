@@ -19,7 +19,7 @@ namespace moe::loadgen {
 struct BenchmarkOptions {
   std::string base_url = "http://127.0.0.1:8000";
   Endpoint endpoint = Endpoint::Completions;
-  RequestOptions request;
+  RequestOptions request;  // an empty model is asked of the server (the first of GET /v1/models)
   std::string api_key;  // sent as "Authorization: Bearer KEY" when not empty
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1.0;
@@ -27,14 +27,15 @@ struct BenchmarkOptions {
   uint64_t seed = 0;
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // longest silence of the server
   // Before the run, one test request (the first prompt, at most 8 output tokens, not
-  // counted) checks that the server understands the requests. Connection failures are
-  // retried for this many seconds, so a server that is still starting can be waited for.
+  // counted) checks that the server understands the requests. Connection failures and
+  // HTTP 503 are retried for this many seconds, so a server still starting is waited for.
   double ready_timeout_s = 0;
 };
 
 struct BenchmarkRun {
   std::vector<RequestResult> results;  // in the order of the requests
   double duration_s = 0;               // first send to last answer
+  std::string model;                   // the model the requests named
 };
 
 // Called on the benchmark thread after each request ends.

@@ -90,6 +90,7 @@ TEST(Benchmark, ChatWithTokenIdsIsRefusedBeforeAnythingIsSent) {
   BenchmarkOptions o;
   o.base_url = server.url();
   o.endpoint = Endpoint::ChatCompletions;
+  o.request.model = "m";
   EXPECT_THROW(run_benchmark(o, prompts(1, true, 2)), Error);
   EXPECT_EQ(server.requests(), 0);
 }
@@ -115,11 +116,11 @@ TEST(Benchmark, WaitsForAServerThatIsStillStarting) {
   });
   BenchmarkOptions o;
   o.base_url = "http://127.0.0.1:" + std::to_string(port);
-  o.request.model = "m";
   o.ready_timeout_s = 20;
   const BenchmarkRun run = run_benchmark(o, prompts(2, true, 2));
   late.join();
   for (const RequestResult& r : run.results) EXPECT_TRUE(r.success) << r.error;
+  EXPECT_EQ(run.model, "fake-model");  // no model given: the server's first
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // A small OpenAI-style streaming server for the load generator's tests, on its own thread:
 // POST /v1/completions and /v1/chat/completions stream max_tokens chunks of one word each,
 // `gap` apart, with a keep-alive comment, one event split across two writes, a usage
-// chunk and "data: [DONE]"; model "reject" gets HTTP 400, other paths 404. Counts
+// chunk and "data: [DONE]"; model "reject" gets HTTP 400. GET /v1/models lists
+// "fake-model"; other paths get 404. Counts
 // connections, requests and the most streams open at once. Port 0 picks a free port.
 #include <algorithm>
 #include <atomic>
@@ -90,6 +91,8 @@ class FakeOpenAiServer {
   }
 
   asio::awaitable<bool> respond(Socket& s, const http::request<http::string_body>& req) {
+    if (req.target() == "/v1/models")
+      co_return co_await send_whole(s, http::status::ok, R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})");
     const bool chat = req.target() == "/v1/chat/completions";
     if (req.target() != "/v1/completions" && !chat) co_return co_await send_whole(s, http::status::not_found, "{}");
     const auto body = nlohmann::json::parse(req.body(), nullptr, false);

@@ -200,15 +200,14 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
       if (ec == bhttp::error::header_limit) {
         co_await reject(socket, Status::request_header_fields_too_large,
                         fmt::format("the request header is larger than {} bytes", config_.max_header_bytes));
+      } else if (ec == bhttp::error::body_limit) {
+        // The parser refuses a declared Content-Length over the limit before any body is read.
+        co_await reject(socket, Status::payload_too_large,
+                        fmt::format("the request body ({} bytes) is larger than the limit of {} bytes",
+                                    parser.content_length().value_or(0), config_.max_body_bytes));
       } else {
         co_await reject(socket, Status::bad_request, "malformed HTTP request: " + ec.message());
       }
-      break;
-    }
-    const auto length = parser.content_length();
-    if (length && *length > config_.max_body_bytes) {
-      co_await reject(socket, Status::payload_too_large,
-                      fmt::format("the request body ({} bytes) is larger than the limit of {} bytes", *length, config_.max_body_bytes));
       break;
     }
     if (beast::iequals(parser.get()[Field::expect], "100-continue")) {

@@ -20,7 +20,7 @@ asio::awaitable<void> send(http::Exchange& ex, http::Response res) { co_await ex
 }  // namespace
 
 OpenAiServer::OpenAiServer(AsyncEngine& engine, ApiConfig config)
-    : engine_(engine), config_(std::move(config)), prompter_(engine.tokenizer()), created_(unix_now()) {}
+    : engine_(engine), config_(std::move(config)), prompter_(engine.tokenizer(), config_.chat_template), created_(unix_now()) {}
 
 http::Response OpenAiServer::http_error(http::Status status, const std::string& message) {
   return error_response(server::http_error(status, message));

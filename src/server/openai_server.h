@@ -22,6 +22,7 @@ struct ApiConfig {
   std::string served_model_name;  // the name clients send as "model"
   std::string model_path;         // reported as the model's "root"
   std::string api_key;            // empty: no key needed
+  std::string chat_template;      // Jinja source replacing the model's own; empty: the model's
 };
 
 class OpenAiServer {

@@ -4,13 +4,14 @@
 
 namespace moe::server {
 
-Prompter::Prompter(const Tokenizer& tok) : tok_(tok) {
-  if (tok.chat_template().empty()) {
-    template_problem_ = "the model has no chat template (tokenizer.chat_template): use /v1/completions";
+Prompter::Prompter(const Tokenizer& tok, const std::string& chat_template) : tok_(tok) {
+  const std::string& source = chat_template.empty() ? tok.chat_template() : chat_template;
+  if (source.empty()) {
+    template_problem_ = "the model has no chat template (tokenizer.chat_template): use /v1/completions, or start the server with --chat-template";
     return;
   }
   try {
-    template_.emplace(tok.chat_template());
+    template_.emplace(source);
   } catch (const Error& e) {
     template_problem_ = std::string("the model's chat template cannot be used: ") + e.what();
   }

@@ -15,9 +15,9 @@ namespace moe::server {
 
 class Prompter {
  public:
-  // Parses the tokenizer's chat template once; a template that cannot be parsed only makes
-  // chat requests fail (with the reason), not the server.
-  explicit Prompter(const Tokenizer& tok);
+  // Parses the chat template once: chat_template when given, else the tokenizer's own. One
+  // that cannot be parsed only makes chat requests fail (with the reason), not the server.
+  explicit Prompter(const Tokenizer& tok, const std::string& chat_template = "");
 
   std::vector<int32_t> encode_text(const std::string& text, bool add_special_tokens) const;
   // 400 naming "messages" when the model has no usable template or rendering fails.

@@ -39,17 +39,6 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-const char* finish_reason(FinishKind kind) {
-  switch (kind) {
-    case FinishKind::kStop: return "stop";
-    case FinishKind::kLength: return "length";
-    case FinishKind::kAbort: return "abort";
-    case FinishKind::kError: return "error";
-    case FinishKind::kNone: break;
-  }
-  return "";
-}
-
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   return Json{{"prompt_tokens", prompt_tokens},
               {"completion_tokens", completion_tokens},
@@ -128,7 +117,7 @@ std::vector<std::string> StreamEncoder::encode(const RequestOutput& out) {
   if (meta_.api == Api::kChat) last["delta"] = Json::object();
   else last["text"] = "";
   last["logprobs"] = nullptr;
-  last["finish_reason"] = finish_reason(out.finish);
+  last["finish_reason"] = finish_kind_name(out.finish);
   last["stop_reason"] = stop_reason(out.stop_string, out.stop_token);
   events.push_back(dump(chunk(std::move(last))));
   if (meta_.include_usage) {
@@ -163,7 +152,7 @@ std::string ResponseCollector::body() const {
   else choice["text"] = text_;
   int64_t offset = 0;
   choice["logprobs"] = meta_.logprobs ? logprobs_json(meta_.api, tok_, tokens_, offset, meta_.top_logprobs) : Json();
-  choice["finish_reason"] = finish_reason(kind_);
+  choice["finish_reason"] = finish_kind_name(kind_);
   choice["stop_reason"] = stop_reason(stop_string_, stop_token_);
   Json j{{"id", meta_.id},
          {"object", meta_.api == Api::kChat ? "chat.completion" : "text_completion"},

@@ -35,9 +35,6 @@ struct ResponseMeta {
 std::string new_response_id(Api api);
 int64_t unix_now();
 
-// "stop", "length", "abort"; "" for an unfinished output.
-const char* finish_reason(FinishKind kind);
-
 // The usage object: prompt, completion and total tokens, and the prompt tokens served from
 // the prefix cache.
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);

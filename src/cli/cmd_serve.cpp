@@ -1,0 +1,149 @@
+// moengine serve: one engine instance behind the OpenAI-compatible HTTP API.
+#include <fmt/format.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "cli/commands.h"
+#include "cli/model_loading.h"
+#include "core/error.h"
+#include "engine/async_engine.h"
+#include "http/server.h"
+#include "server/openai_server.h"
+#include "tokenizer/gguf_vocab.h"
+
+namespace moe::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;
+  std::string served_model_name;
+  std::string chat_template;
+  int64_t max_model_len = 0;
+  int64_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 64;
+  double kv_cache_memory = 1.0;
+  int32_t block_size = 16;
+  size_t max_waiting = 256;
+  std::string scheduling_policy = "fcfs";
+  int threads = 0;
+  size_t max_body_bytes = size_t(16) << 20;
+};
+
+// --chat-template takes a file, or (as vLLM's does) the template text itself.
+std::string chat_template_source(const std::string& arg) {
+  if (arg.empty()) return "";
+  std::ifstream in(arg, std::ios::binary);
+  if (in) return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (arg.find("{{") != std::string::npos || arg.find("{%") != std::string::npos) return arg;
+  fail("--chat-template: cannot open '{}' (and it is not template text)", arg);
+}
+
+void run(const ServeArgs& a) {
+  if (a.port < 0 || a.port > 65535) fail("--port must be in [0, 65535], got {}", a.port);
+  if (a.max_num_seqs < 1) fail("--max-num-seqs must be at least 1, got {}", a.max_num_seqs);
+  if (a.max_num_batched_tokens < a.max_num_seqs) {
+    fail("--max-num-batched-tokens ({}) must be at least --max-num-seqs ({}): every running sequence decodes one token a step",
+         a.max_num_batched_tokens, a.max_num_seqs);
+  }
+  if (a.max_model_len < 0) fail("--max-model-len must be >= 0 (0: the model's context length), got {}", a.max_model_len);
+  if (a.max_waiting < 1) fail("--max-waiting must be at least 1, got {}", a.max_waiting);
+  if (a.max_body_bytes < 1) fail("--max-body-bytes must be at least 1");
+  const std::string chat_template = chat_template_source(a.chat_template);
+
+  auto model = load_model_with_progress(a.model);
+  if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); serve needs one", a.model);
+  const Tokenizer tok(tokenizer_spec_from_gguf(model->file()));
+
+  AsyncEngineConfig ec;
+  ec.engine.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.engine.scheduler.max_num_seqs = a.max_num_seqs;
+  ec.engine.scheduler.policy = a.scheduling_policy == "priority" ? SchedulerConfig::Policy::kPriority : SchedulerConfig::Policy::kFcfs;
+  ec.engine.block_size = a.block_size;
+  ec.engine.n_blocks = kv_blocks_for_memory(*model, a.kv_cache_memory, a.block_size);
+  ec.engine.max_model_len = a.max_model_len;
+  ec.threads = a.threads;
+  ec.max_waiting = a.max_waiting;
+  // Declared before the server so that it outlives every handler holding one of its requests.
+  AsyncEngine engine(*model, tok, ec);
+  const RequestLimits& limits = engine.limits();
+  std::fprintf(stderr, "engine: KV cache %d blocks of %d positions (%lld tokens), max_model_len %lld, max_num_seqs %d, max_num_batched_tokens %lld\n",
+               ec.engine.n_blocks, ec.engine.block_size, (long long)limits.kv_capacity_tokens, (long long)limits.max_model_len,
+               a.max_num_seqs, (long long)a.max_num_batched_tokens);
+
+  server::ApiConfig api;
+  api.served_model_name = a.served_model_name.empty() ? a.model : a.served_model_name;
+  api.model_path = a.model;
+  api.api_key = a.api_key;
+  api.chat_template = chat_template;
+  server::OpenAiServer openai(engine, api);
+
+  http::ServerConfig hc;
+  hc.host = a.host;
+  hc.port = static_cast<unsigned short>(a.port);
+  hc.max_body_bytes = a.max_body_bytes;
+  http::HttpServer server(hc, openai.router(), &server::OpenAiServer::http_error);
+
+  // Signals are waited for before the server starts, so one that arrives while it starts is
+  // not lost.
+  boost::asio::io_context signals_ctx;
+  boost::asio::signal_set signals(signals_ctx, SIGINT, SIGTERM);
+  int received = 0;
+  signals.async_wait([&](const boost::system::error_code& ec2, int sig) {
+    if (!ec2) received = sig;
+  });
+  server.start();
+  std::printf("serving %s on http://%s:%u\n", api.served_model_name.c_str(), a.host.c_str(), unsigned(server.port()));
+  std::fflush(stdout);
+  signals_ctx.run();
+  std::fprintf(stderr, "serve: %s received, shutting down\n", received == SIGINT ? "SIGINT" : "SIGTERM");
+  server.stop();
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API");
+  cmd->footer(
+      "Examples:\n"
+      "  moengine serve --model models/tiny.gguf --port 8000 --served-model-name tiny\n"
+      "  curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+      "    -d '{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'\n"
+      "Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics,\n"
+      "POST /tokenize, POST /detokenize (docs/api.md). The line 'serving NAME on http://HOST:PORT' on stdout\n"
+      "says it is ready (with --port 0 it names the port chosen). SIGINT or SIGTERM stops it: requests in\n"
+      "flight are aborted and their connections closed.");
+  cmd->add_option("--model,-m", args->model, "GGUF model file (with its tokenizer)")->required();
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on; 0 picks a free one")->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");
+  cmd->add_option("--served-model-name", args->served_model_name, "The name clients send as \"model\" (default: the --model path)");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Jinja chat template (a file, or the text) replacing the model's own (tokenizer.chat_template)");
+  cmd->add_option("--max-model-len", args->max_model_len, "Longest prompt + completion in tokens (default 0: the model's context length)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens, "Token budget of one engine step (prefill chunks + decodes)")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Most requests running at once")->capture_default_str();
+  cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "GiB of memory for the paged KV cache (allocated at start)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")->capture_default_str();
+  cmd->add_option("--max-waiting", args->max_waiting, "Requests queued but not running; more get 429 with Retry-After")
+      ->capture_default_str();
+  cmd->add_option("--scheduling-policy", args->scheduling_policy, "fcfs, or priority (by the request's \"priority\", lower first)")
+      ->check(CLI::IsMember({"fcfs", "priority"}))
+      ->capture_default_str();
+  cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
+  cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body; larger ones get 413")->capture_default_str();
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace moe::cli

@@ -1,0 +1,176 @@
+// Response bodies and SSE chunks, byte for byte as OpenAI sends them.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "model/gguf.h"
+#include "server/responses.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/synthetic_vocab.h"
+
+namespace moe::server {
+namespace {
+
+class Responses : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    GgufWriter w;
+    w.set_string("general.architecture", "deepseek2");
+    write_gguf_vocab(w, make_synthetic_vocab(512, VocabFlavor::Deepseek));
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    const GgufFile f("vocab.gguf", bytes.data(), bytes.size());
+    tok_ = new Tokenizer(tokenizer_spec_from_gguf(f));
+  }
+  static void TearDownTestSuite() { delete tok_; }
+
+  static ResponseMeta meta(Api api, bool logprobs = false, int32_t top = 0, bool usage = false) {
+    return ResponseMeta{api, api == Api::kChat ? "chatcmpl-x" : "cmpl-x", 123, "m", logprobs, top, usage};
+  }
+  static RequestOutput output(const std::string& text, std::vector<TokenOutput> tokens = {}) {
+    RequestOutput o;
+    o.text = text;
+    o.tokens = std::move(tokens);
+    o.n_prompt_tokens = 5;
+    o.n_output_tokens = 3;
+    o.n_cached_tokens = 2;
+    return o;
+  }
+  static RequestOutput last(const std::string& text, FinishKind kind) {
+    RequestOutput o = output(text);
+    o.finished = true;
+    o.finish = kind;
+    return o;
+  }
+  static std::string piece(int32_t id) { return utf8_sanitize(tok_->token_bytes(id)); }
+
+  static Tokenizer* tok_;
+};
+Tokenizer* Responses::tok_ = nullptr;
+
+const std::string kChatHead = R"({"id":"chatcmpl-x","object":"chat.completion.chunk","created":123,"model":"m","choices":[)";
+const std::string kCompletionHead = R"({"id":"cmpl-x","object":"text_completion","created":123,"model":"m","choices":[)";
+
+TEST_F(Responses, IdsHaveTheApiPrefixAndRandomHex) {
+  const std::string a = new_response_id(Api::kCompletion), b = new_response_id(Api::kCompletion);
+  EXPECT_TRUE(std::regex_match(a, std::regex("cmpl-[0-9a-f]{32}"))) << a;
+  EXPECT_TRUE(std::regex_match(new_response_id(Api::kChat), std::regex("chatcmpl-[0-9a-f]{32}")));
+  EXPECT_NE(a, b);
+}
+
+TEST_F(Responses, ChatStreamStartsWithTheRoleAndEndsWithFinishAndDone) {
+  StreamEncoder enc(meta(Api::kChat), *tok_);
+  EXPECT_EQ(enc.start(), std::vector<std::string>{
+                             kChatHead + R"({"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]})"});
+  EXPECT_EQ(enc.encode(output("Hel")),
+            std::vector<std::string>{kChatHead + R"({"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}]})"});
+  // A token whose text is held back (half a UTF-8 character, a possible stop string) sends nothing.
+  EXPECT_TRUE(enc.encode(output("", {{7, 0.0f, {}}})).empty());
+  RequestOutput end = last("lo", FinishKind::kStop);
+  end.stop_string = "END";
+  EXPECT_EQ(enc.encode(end), (std::vector<std::string>{
+                                 kChatHead + R"({"index":0,"delta":{"content":"lo"},"logprobs":null,"finish_reason":null}]})",
+                                 kChatHead + R"({"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","stop_reason":"END"}]})",
+                                 "[DONE]"}));
+}
+
+TEST_F(Responses, CompletionStreamWithUsage) {
+  StreamEncoder enc(meta(Api::kCompletion, false, 0, true), *tok_);
+  EXPECT_TRUE(enc.start().empty());
+  EXPECT_EQ(enc.encode(output("ab")),
+            std::vector<std::string>{kCompletionHead + R"({"index":0,"text":"ab","logprobs":null,"finish_reason":null}],"usage":null})"});
+  RequestOutput end = last("", FinishKind::kLength);
+  EXPECT_EQ(enc.encode(end),
+            (std::vector<std::string>{
+                kCompletionHead + R"({"index":0,"text":"","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null})",
+                R"({"id":"cmpl-x","object":"text_completion","created":123,"model":"m","choices":[],"usage":{"prompt_tokens":5,)"
+                R"("completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":2}}})",
+                "[DONE]"}));
+}
+
+TEST_F(Responses, StopTokenIsTheStopReason) {
+  StreamEncoder enc(meta(Api::kCompletion), *tok_);
+  RequestOutput end = last("", FinishKind::kStop);
+  end.stop_token = 9;
+  EXPECT_EQ(enc.encode(end)[0], kCompletionHead + R"({"index":0,"text":"","logprobs":null,"finish_reason":"stop","stop_reason":9}]})");
+}
+
+TEST_F(Responses, EngineErrorInAStream) {
+  StreamEncoder enc(meta(Api::kChat), *tok_);
+  RequestOutput end = last("", FinishKind::kError);
+  end.error = "out of memory";
+  EXPECT_EQ(enc.encode(end), (std::vector<std::string>{
+                                 R"({"error":{"message":"out of memory","type":"server_error","param":null,"code":"internal_error"}})", "[DONE]"}));
+}
+
+TEST_F(Responses, CompletionLogprobsCountOffsetsAcrossChunks) {
+  StreamEncoder enc(meta(Api::kCompletion, true, 1), *tok_);
+  const int32_t a = 300, b = 301, c = 302;
+  const std::vector<std::string> first = enc.encode(output(piece(a), {{a, -0.5f, {{b, -0.25f}}}}));
+  ASSERT_EQ(first.size(), 1u);
+  const Json j1 = Json::parse(first[0]);
+  EXPECT_EQ(j1["choices"][0]["logprobs"],
+            Json({{"text_offset", {0}}, {"token_logprobs", {-0.5}}, {"tokens", {piece(a)}}, {"top_logprobs", {{{piece(b), -0.25}, {piece(a), -0.5}}}}}));
+  const Json j2 = Json::parse(enc.encode(output(piece(c), {{c, -1.0f, {{c, -1.0f}}}}))[0]);
+  EXPECT_EQ(j2["choices"][0]["logprobs"]["text_offset"], Json({int64_t(piece(a).size())}));
+  EXPECT_EQ(j2["choices"][0]["logprobs"]["top_logprobs"], Json({{{piece(c), -1.0}}}));
+}
+
+TEST_F(Responses, ChatLogprobsHaveBytesAndTopLists) {
+  int64_t offset = 0;
+  const Json lp = logprobs_json(Api::kChat, *tok_, {{65, -0.125f, {{65, -0.125f}, {66, -2.0f}}}}, offset, 2);
+  const std::string s = piece(65), t = piece(66);
+  Json bytes_a = Json::array(), bytes_b = Json::array();
+  for (unsigned char ch : tok_->token_bytes(65)) bytes_a.push_back(int(ch));
+  for (unsigned char ch : tok_->token_bytes(66)) bytes_b.push_back(int(ch));
+  EXPECT_EQ(lp, Json({{"content",
+                       {{{"token", s},
+                         {"logprob", -0.125},
+                         {"bytes", bytes_a},
+                         {"top_logprobs", {{{"token", s}, {"logprob", -0.125}, {"bytes", bytes_a}}, {{"token", t}, {"logprob", -2.0}, {"bytes", bytes_b}}}}}}}}));
+}
+
+TEST_F(Responses, CollectedCompletionBody) {
+  ResponseCollector col(meta(Api::kCompletion), *tok_);
+  col.add(output("Hello"));
+  EXPECT_FALSE(col.finished());
+  col.add(last(" world", FinishKind::kLength));
+  ASSERT_TRUE(col.finished());
+  EXPECT_FALSE(col.failed());
+  EXPECT_EQ(col.body(), kCompletionHead + R"({"index":0,"text":"Hello world","logprobs":null,"finish_reason":"length","stop_reason":null}],)"
+                                          R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":2}}})");
+}
+
+TEST_F(Responses, CollectedChatBody) {
+  ResponseCollector col(meta(Api::kChat), *tok_);
+  col.add(last("Hi!", FinishKind::kStop));
+  EXPECT_EQ(col.body(), R"({"id":"chatcmpl-x","object":"chat.completion","created":123,"model":"m","choices":[{"index":0,)"
+                        R"("message":{"role":"assistant","content":"Hi!"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],)"
+                        R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":2}}})");
+}
+
+TEST_F(Responses, CollectedChatLogprobsCoverEveryToken) {
+  ResponseCollector col(meta(Api::kChat, true), *tok_);
+  col.add(output("a", {{300, -1.0f, {}}}));
+  col.add(output("", {{301, -2.0f, {}}}));
+  RequestOutput end = last("b", FinishKind::kLength);
+  end.tokens = {{302, -3.0f, {}}};
+  col.add(end);
+  const Json j = Json::parse(col.body());
+  ASSERT_EQ(j["choices"][0]["logprobs"]["content"].size(), 3u);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][2]["logprob"], -3.0);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "ab");
+}
+
+TEST_F(Responses, EngineErrorFailsTheCollectedResponse) {
+  ResponseCollector col(meta(Api::kCompletion), *tok_);
+  RequestOutput end = last("", FinishKind::kError);
+  end.error = "the model failed";
+  col.add(end);
+  EXPECT_TRUE(col.finished());
+  EXPECT_TRUE(col.failed());
+  EXPECT_EQ(col.error(), "the model failed");
+}
+
+}  // namespace
+}  // namespace moe::server

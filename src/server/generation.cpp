@@ -44,16 +44,9 @@ struct Prepared {
   ResponseMeta meta;
 };
 
-http::Response json_ok(std::string body) {
-  http::Response res{http::Status::ok, 11};
-  res.set(http::Field::content_type, "application/json");
-  res.body() = std::move(body);
-  return res;
-}
-
 http::Response collected_response(const ResponseCollector& collector) {
   if (collector.failed()) return error_response(internal_error(collector.error()));
-  return json_ok(collector.body());
+  return json_response(collector.body());
 }
 
 asio::awaitable<void> stream_outputs(http::Exchange& ex, RunningRequest& run, StreamEncoder encoder) {

@@ -9,10 +9,7 @@ namespace moe::server {
 namespace {
 
 http::Response json_response(const Json& body) {
-  http::Response res{http::Status::ok, 11};
-  res.set(http::Field::content_type, "application/json");
-  res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return res;
+  return server::json_response(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 asio::awaitable<void> send(http::Exchange& ex, http::Response res) { co_await ex.respond(std::move(res)); }

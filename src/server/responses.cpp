@@ -30,6 +30,13 @@ Json token_bytes_json(const std::string& bytes) {
 
 }  // namespace
 
+http::Response json_response(std::string body) {
+  http::Response res{http::Status::ok, 11};
+  res.set(http::Field::content_type, "application/json");
+  res.body() = std::move(body);
+  return res;
+}
+
 std::string new_response_id(Api api) {
   thread_local std::mt19937_64 rng{(uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()};
   return fmt::format("{}-{:016x}{:016x}", api == Api::kChat ? "chatcmpl" : "cmpl", rng(), rng());

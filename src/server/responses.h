@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "http/types.h"
 #include "server/json_fields.h"
 
 namespace moe {
@@ -30,6 +31,9 @@ struct ResponseMeta {
   int32_t top_logprobs = 0;
   bool include_usage = false;  // streams only
 };
+
+// A 200 response with a JSON body.
+http::Response json_response(std::string body);
 
 // A fresh response id with the API's prefix and 32 random hex digits.
 std::string new_response_id(Api api);

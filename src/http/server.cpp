@@ -187,7 +187,9 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     }
     bhttp::request_parser<bhttp::string_body> parser;
     parser.header_limit(uint32_t(std::min<size_t>(config_.max_header_bytes, UINT32_MAX)));
-    parser.body_limit(config_.max_body_bytes);
+    // No limit while the header is read, so a declared length over it is answered below with
+    // the length in the message; the limit then bounds a chunked body as it arrives.
+    parser.body_limit(boost::none);
 
     auto head = co_await within(config_.header_timeout, bhttp::async_read_header(socket, buffer, parser, as_tuple(use_awaitable)));
     if (!head) {
@@ -200,16 +202,18 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
       if (ec == bhttp::error::header_limit) {
         co_await reject(socket, Status::request_header_fields_too_large,
                         fmt::format("the request header is larger than {} bytes", config_.max_header_bytes));
-      } else if (ec == bhttp::error::body_limit) {
-        // The parser refuses a declared Content-Length over the limit before any body is read.
-        co_await reject(socket, Status::payload_too_large,
-                        fmt::format("the request body ({} bytes) is larger than the limit of {} bytes",
-                                    parser.content_length().value_or(0), config_.max_body_bytes));
       } else {
         co_await reject(socket, Status::bad_request, "malformed HTTP request: " + ec.message());
       }
       break;
     }
+    const auto length = parser.content_length();
+    if (length && *length > config_.max_body_bytes) {
+      co_await reject(socket, Status::payload_too_large,
+                      fmt::format("the request body ({} bytes) is larger than the limit of {} bytes", *length, config_.max_body_bytes));
+      break;
+    }
+    parser.body_limit(config_.max_body_bytes);
     if (beast::iequals(parser.get()[Field::expect], "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       auto w = co_await within(config_.write_timeout, asio::async_write(socket, asio::buffer(kContinue), as_tuple(use_awaitable)));

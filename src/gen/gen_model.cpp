@@ -201,15 +201,7 @@ void write_metadata(const GenSpec& g, GgufWriter& w) {
     write_gguf_vocab(w, *g.vocab);
     return;
   }
-  const SyntheticVocab v = make_synthetic_vocab(g.n_vocab, ds ? VocabFlavor::Deepseek : VocabFlavor::Qwen);
-  w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", v.pre);
-  w.set_array_string("tokenizer.ggml.tokens", v.tokens);
-  w.set_array_i32("tokenizer.ggml.token_type", v.token_types);
-  w.set_array_string("tokenizer.ggml.merges", v.merges);
-  w.set_u32("tokenizer.ggml.bos_token_id", uint32_t(v.bos_id));
-  w.set_u32("tokenizer.ggml.eos_token_id", uint32_t(v.eos_id));
-  w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
+  write_gguf_vocab(w, make_synthetic_vocab(g.n_vocab, ds ? VocabFlavor::Deepseek : VocabFlavor::Qwen));
 }
 
 void check_spec(const GenSpec& g) {

@@ -10,7 +10,8 @@ KvStore::KvStore(int64_t n_layers, int64_t row_floats, int64_t block_size, int64
     fail("kv cache: invalid geometry ({} layers, {} floats per row, block size {}, {} blocks)", n_layers,
          row_floats, block_size, n_blocks);
   }
-  data_.resize(size_t(n_layers * n_blocks * block_size * row_floats));
+  n_floats_ = size_t(n_layers * n_blocks * block_size * row_floats);
+  data_.reset(new float[n_floats_]);
 }
 
 void KvStore::view(int64_t layer, const std::vector<int32_t>& table, std::vector<const float*>& pointers,

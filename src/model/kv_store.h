@@ -6,6 +6,7 @@
 // through a sequence's block table.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -20,10 +21,10 @@ class KvStore {
   int64_t row_floats() const { return row_floats_; }
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
-  size_t bytes() const { return data_.size() * sizeof(float); }
+  size_t bytes() const { return n_floats_ * sizeof(float); }
 
   float* row(int64_t layer, int32_t block, int64_t offset) {
-    return data_.data() + ((layer * n_blocks_ + block) * block_size_ + offset) * row_floats_;
+    return data_.get() + ((layer * n_blocks_ + block) * block_size_ + offset) * row_floats_;
   }
   // Row of position pos of a sequence whose blocks are `table`.
   float* position_row(int64_t layer, const std::vector<int32_t>& table, int64_t pos) {
@@ -38,7 +39,10 @@ class KvStore {
 
  private:
   int64_t n_layers_, row_floats_, block_size_, n_blocks_;
-  std::vector<float> data_;
+  size_t n_floats_;
+  // Left uninitialized: a row is always written before attention reads it, and untouched
+  // pages of a large cache then cost no memory until a sequence first uses them.
+  std::unique_ptr<float[]> data_;
 };
 
 }  // namespace moe

@@ -41,6 +41,7 @@ struct Flavor {
   std::string_view pre;
   std::array<std::string_view, 4> specials;  // bos, eos, then two chat markers
   bool add_bos;
+  std::string_view chat_template;  // the real family's turn layout, without system prompts or tools
 };
 
 Flavor flavor_of(VocabFlavor f) {
@@ -49,9 +50,18 @@ Flavor flavor_of(VocabFlavor f) {
             {"<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
              "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "<\xef\xbd\x9cUser\xef\xbd\x9c>",
              "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"},
-            true};
+            true,
+            "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+            "<\xef\xbd\x9cUser\xef\xbd\x9c>{{ message['content'] }}{% elif message['role'] == 'assistant' %}"
+            "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>{{ message['content'] }}{{ eos_token }}{% else %}"
+            "{{ message['content'] }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+            "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>{% endif %}"};
   }
-  return {"qwen2", {"<|endoftext|>", "<|im_end|>", "<|im_start|>", "<|endofprompt|>"}, false};
+  return {"qwen2",
+          {"<|endoftext|>", "<|im_end|>", "<|im_start|>", "<|endofprompt|>"},
+          false,
+          "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"};
 }
 
 // Byte-level spelling of a word, one element per byte.
@@ -96,6 +106,7 @@ SyntheticVocab make_synthetic_vocab(int64_t n_vocab, VocabFlavor flavor) {
   SyntheticVocab v;
   v.pre = std::string(f.pre);
   v.add_bos = f.add_bos;
+  v.chat_template = std::string(f.chat_template);
   for (int b = 0; b < 256; ++b) {
     v.tokens.push_back(utf8_encode(byte_to_unicode(uint8_t(b))));
     v.token_types.push_back(1);

@@ -6,6 +6,8 @@
 #include "model/gguf.h"
 #include "model/model.h"
 #include "test_models.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace moe {
 namespace {
@@ -85,6 +87,31 @@ TEST(GenModel, WrittenFileLoadsWithItsConfigAndVocabulary) {
     EXPECT_GT(merges->size(), 100u);
     EXPECT_GT(model->active_bytes_per_token(), 0u);
     EXPECT_LT(model->active_bytes_per_token(), model->total_weight_bytes());
+  }
+}
+
+// The generated vocabulary carries its family's chat template, so a generated model serves
+// /v1/chat/completions like a real one.
+TEST(GenModel, VocabularyHasAChatTemplateOfItsFamily) {
+  const nlohmann::ordered_json messages = nlohmann::ordered_json::parse(
+      R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "?"}])");
+  struct Case {
+    Arch arch;
+    const char* name;
+    std::string expected;
+  };
+  for (const Case& c : {Case{Arch::Deepseek2, "tmpl_ds",
+                             "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c><\xef\xbd\x9cUser\xef\xbd\x9c>Hi"
+                             "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>Yo<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+                             "<\xef\xbd\x9cUser\xef\xbd\x9c>?<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"},
+                        Case{Arch::Qwen3Moe, "tmpl_qwen",
+                             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n<|im_start|>user\n?<|im_end|>\n"
+                             "<|im_start|>assistant\n"}}) {
+    const Tokenizer tok = load_tokenizer(testing::write_model(gen_preset(c.arch, "tiny"), c.name));
+    ASSERT_FALSE(tok.chat_template().empty());
+    const std::string bos = tok.bos_id() >= 0 ? tok.token_bytes(tok.bos_id()) : "";
+    const std::string eos = tok.token_bytes(tok.eos_id());
+    EXPECT_EQ(ChatTemplate(tok.chat_template()).render(chat_context(messages, true, bos, eos)), c.expected);
   }
 }
 

@@ -15,7 +15,7 @@
 #
 # env: CONCURRENCY ("1 4 16 32"), INPUT_LEN (128), OUTPUT_LEN (128), PROMPTS_PER_C (2),
 #      MIN_PROMPTS (4), THREADS (2), PORT (18080), CTX (INPUT_LEN + OUTPUT_LEN + 64),
-#      MOENGINE (build/moengine), OUT_DIR (bench/results/serve-<UTC time>),
+#      MOENGINE (build/moengine), OUT_DIR (.cache/bench-serve/<UTC time>),
 #      MOENGINE_SERVE_ARGS, LLAMA_SERVER_ARGS (extra flags for each server),
 #      READY_TIMEOUT (600 s for a server to load the model).
 # stdout: the comparison table (also written to OUT_DIR/summary.md); the JSON result of
@@ -33,7 +33,7 @@ THREADS=${THREADS:-2}
 PORT=${PORT:-18080}
 CTX=${CTX:-$((INPUT_LEN + OUTPUT_LEN + 64))}
 MOENGINE=${MOENGINE:-$ROOT/build/moengine}
-OUT_DIR=${OUT_DIR:-$ROOT/bench/results/serve-$(date -u +%Y%m%d-%H%M%S)}
+OUT_DIR=${OUT_DIR:-$ROOT/.cache/bench-serve/$(date -u +%Y%m%d-%H%M%S)}
 READY_TIMEOUT=${READY_TIMEOUT:-600}
 read -r -a MOE_EXTRA <<<"${MOENGINE_SERVE_ARGS:-}"
 read -r -a LLAMA_EXTRA <<<"${LLAMA_SERVER_ARGS:-}"

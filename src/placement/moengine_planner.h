@@ -1,0 +1,45 @@
+#pragma once
+// moengine's placement planner. Four steps, each a pure function of the window's loads:
+//
+//  1. Redundancy across layers: the L * (devices * S - E) spare slots go one at a time to
+//     the layer whose estimated cost drops most, so skewed layers get many replicas and
+//     flat ones none. A layer's cost is estimated from its largest replica share m as
+//     max(m, mean + granularity * m): the busiest device carries at least m, and a large
+//     item also leaves packing slack and out-of-sample risk in proportion to its size.
+//     Within a layer the replica goes to the expert with the largest load per replica.
+//  2. Packing, node then device: replicas heaviest first onto the lightest device that
+//     does not hold the expert yet, preferring, among near-lightest devices, a node without
+//     the expert (hot experts spread over nodes, so more visits stay local). A device may
+//     take more slots in one layer than another; no per-layer quota as in EPLB.
+//  3. Local search per layer: moves and swaps of replicas off the busiest device while
+//     that lowers it.
+//  4. Budgets: devices are renumbered per layer (whole nodes, then devices within a node)
+//     so the per-layer slot counts even out, and the few devices still over S * L hand a
+//     replica to one under it where that raises the layer's peak least; a swap-only local
+//     search then polishes each layer without changing any device's count.
+// The result is then compared with EPLB's plan on the same window and the better one kept,
+// so moengine is never worse than the baseline on the data it plans from.
+#include <cstdint>
+#include <vector>
+
+#include "placement/placement.h"
+#include "placement/trace.h"
+
+namespace moe::placement {
+
+struct PlannerOptions {
+  double granularity = 0.25;  // step 1's weight on the largest replica share
+  int32_t groups = 8;         // expert groups, for the EPLB plan it is compared with
+  bool compare_with_eplb = true;
+};
+
+// Replicas per expert per layer (step 1): i32 [layers][experts], every entry >= 1 and at
+// most devices, summing to devices * S * L.
+std::vector<std::vector<int32_t>> allocate_redundancy(const LoadMatrix& load, const Topology& topo, double granularity);
+
+// Plans from window-summed loads; the EPLB comparison uses planning_cost.
+Placement plan_moengine(const LoadMatrix& load, const Topology& topo, const PlannerOptions& options = {});
+// Plans from a window of a trace; the EPLB comparison uses the per-step cost of evaluate().
+Placement plan_moengine(const Trace& trace, Window window, const Topology& topo, const PlannerOptions& options = {});
+
+}  // namespace moe::placement

@@ -1,0 +1,177 @@
+// moengine's planner and incremental mode: every placement valid, never worse than EPLB on
+// the window it plans from, redundancy spent where the skew is, move limits held.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "placement/eplb.h"
+#include "placement/incremental.h"
+#include "placement/metrics.h"
+#include "placement/moengine_planner.h"
+#include "placement/trace_gen.h"
+
+namespace moe::placement {
+namespace {
+
+struct Case {
+  Topology topo;
+  double skew;
+  uint64_t seed;
+};
+
+Trace small_trace(double skew, uint64_t seed, int64_t experts = 32, int64_t layers = 6) {
+  TraceGenOptions o;
+  o.steps = 48;
+  o.layers = layers;
+  o.experts = experts;
+  o.top_k = 4;
+  o.tokens = 256;
+  o.skew = skew;
+  o.skew_spread = 0.8;
+  o.drift = 0.002;
+  o.burst = 0.1;
+  o.correlation = 0.5;
+  o.groups = 4;
+  o.groups_per_token = 2;
+  o.seed = seed;
+  return generate_trace(o);
+}
+
+const Case kCases[] = {
+    {{2, 2, 9}, 0.0, 1},  {{2, 2, 9}, 0.6, 2},  {{2, 2, 9}, 1.2, 3},  {{1, 4, 10}, 0.9, 4},
+    {{4, 4, 2}, 0.3, 5},  {{4, 4, 2}, 1.0, 6},  {{3, 4, 3}, 0.8, 7},  {{8, 2, 2}, 1.5, 8},
+};
+
+TEST(Planner, EveryPlacementIsValidAndUsesItsBudget) {
+  for (const Case& c : kCases) {
+    const Trace trace = small_trace(c.skew, c.seed);
+    const Window w{0, 24};
+    for (const Placement& p : {plan_eplb(window_load(trace, w), c.topo, 4), plan_moengine(trace, w, c.topo)}) {
+      EXPECT_EQ(validate(p, trace.experts), "") << "seed " << c.seed;
+      const std::vector<int32_t> totals = device_slot_totals(p);
+      for (int32_t n : totals) EXPECT_LE(n, c.topo.slots_per_device * trace.layers);
+      EXPECT_EQ(std::accumulate(totals.begin(), totals.end(), 0), c.topo.devices() * c.topo.slots_per_device * trace.layers);
+    }
+  }
+}
+
+TEST(Planner, MoengineNeverWorseThanEplbOnItsPlanningWindow) {
+  for (const Case& c : kCases) {
+    const Trace trace = small_trace(c.skew, c.seed);
+    for (const Window w : {Window{0, 16}, Window{16, 40}}) {
+      const Metrics base = evaluate(trace, w, plan_eplb(window_load(trace, w), c.topo, 4));
+      const Metrics ours = evaluate(trace, w, plan_moengine(trace, w, c.topo, {0.25, 4, true}));
+      EXPECT_GE(ours.balance, base.balance - 1e-12) << "seed " << c.seed;
+    }
+  }
+}
+
+TEST(Planner, MoenginePlacesNoTwoReplicasOfAnExpertOnOneDevice) {
+  for (const Case& c : kCases) {
+    const Trace trace = small_trace(c.skew, c.seed);
+    PlannerOptions o;
+    o.compare_with_eplb = false;
+    const Placement p = plan_moengine(window_load(trace, {0, 24}), c.topo, o);
+    EXPECT_EQ(validate(p, trace.experts), "");
+    for (const LayerPlacement& layer : p.layers) {
+      std::vector<std::pair<int32_t, int32_t>> held;
+      for (size_t s = 0; s < layer.slots.size(); ++s) held.emplace_back(layer.devices[s], layer.slots[s]);
+      std::sort(held.begin(), held.end());
+      EXPECT_TRUE(std::adjacent_find(held.begin(), held.end()) == held.end()) << "seed " << c.seed;
+    }
+  }
+}
+
+TEST(Planner, RedundancyGoesToTheSkewedLayer) {
+  // Layer 0 is flat, layer 1 has one expert with 60% of the load.
+  LoadMatrix load{2, 8, {10, 10, 10, 10, 10, 10, 10, 10, 105, 10, 10, 10, 10, 10, 10, 10}};
+  const Topology topo{1, 4, 3};  // 12 slots per layer on average: 8 spare in all
+  const auto copies = allocate_redundancy(load, topo, 0.25);
+  const int32_t flat = std::accumulate(copies[0].begin(), copies[0].end(), 0);
+  const int32_t skewed = std::accumulate(copies[1].begin(), copies[1].end(), 0);
+  EXPECT_EQ(flat + skewed, 24);
+  EXPECT_GT(skewed, flat);
+  EXPECT_GE(copies[1][0], 3);
+  const Placement p = plan_moengine(load, topo);
+  EXPECT_EQ(validate(p, 8), "");
+  EXPECT_GE(planning_balance(load, p), planning_balance(load, plan_eplb(load, topo, 1)));
+}
+
+TEST(Planner, ATopologyTooSmallForEveryExpertIsAnError) {
+  const Trace trace = small_trace(0.5, 1);
+  EXPECT_THROW(plan_moengine(trace, {0, 8}, Topology{2, 2, 7}), Error);  // 28 slots < 32 experts
+  EXPECT_THROW(plan_eplb(window_load(trace, {0, 8}), Topology{2, 2, 7}, 4), Error);
+  EXPECT_THROW(plan_moengine(trace, {0, 8}, Topology{0, 2, 9}), Error);
+  EXPECT_THROW(plan_moengine(trace, {8, 8}, Topology{2, 2, 9}), Error);
+  EXPECT_THROW(plan_moengine(trace, {0, 49}, Topology{2, 2, 9}), Error);
+}
+
+TEST(Incremental, RespectsMaxMovesAndNeverGetsWorse) {
+  for (const Case& c : kCases) {
+    const Trace trace = small_trace(c.skew, c.seed);
+    const Placement current = plan_eplb(window_load(trace, {0, 16}), c.topo, 4);
+    const LoadMatrix next = window_load(trace, {32, 48});
+    for (int64_t limit : {0, 1, 2, 5, 20}) {
+      IncrementalOptions o;
+      o.max_moves = limit;
+      const IncrementalResult r = plan_incremental(next, current, o);
+      EXPECT_EQ(validate(r.placement, trace.experts), "");
+      EXPECT_LE(r.moves, limit);
+      EXPECT_EQ(r.moves, count_moves(current, r.placement));
+      EXPECT_EQ(device_slot_totals(r.placement), device_slot_totals(current));
+      EXPECT_GE(r.balance_after, r.balance_before - 1e-12);
+      EXPECT_NEAR(r.balance_after, planning_balance(next, r.placement), 1e-9);
+      if (limit == 0) {
+        EXPECT_EQ(r.moves, 0);
+      }
+    }
+  }
+}
+
+TEST(Incremental, StopsAtTheTargetBalance) {
+  const Trace trace = small_trace(1.0, 11);
+  const Topology topo{2, 2, 9};
+  const Placement current = plan_eplb(window_load(trace, {0, 16}), topo, 4);
+  const LoadMatrix next = window_load(trace, {32, 48});
+  IncrementalOptions loose;
+  loose.target_balance = planning_balance(next, current) + 0.01;
+  const IncrementalResult near = plan_incremental(next, current, loose);
+  const IncrementalResult far = plan_incremental(next, current, {});
+  EXPECT_GE(near.balance_after, loose.target_balance);
+  EXPECT_LE(near.moves, far.moves);
+  EXPECT_GE(far.balance_after, near.balance_after);
+}
+
+TEST(Metrics, CountMovesIgnoresSlotOrderWithinADevice) {
+  Placement a{1, 2, 2, {{{0, 1, 2, 0}, {0, 0, 1, 1}}}};
+  Placement b{1, 2, 2, {{{1, 0, 0, 2}, {0, 0, 1, 1}}}};
+  EXPECT_EQ(count_moves(a, b), 0);
+  Placement c{1, 2, 2, {{{0, 1, 2, 1}, {0, 0, 1, 1}}}};
+  EXPECT_EQ(count_moves(a, c), 1);
+}
+
+TEST(Metrics, BalanceIsMeanOverBusiestPerStep) {
+  // One layer, 2 devices; expert 0 on device 0, expert 1 twice (devices 0 and 1).
+  Trace trace{2, 1, 2, {4, 2, 0, 6}};
+  Placement p{1, 2, 0, {{{0, 1, 1}, {0, 0, 1}}}};
+  const Metrics m = evaluate(trace, {0, 2}, p);
+  // Step 0: devices 4+1, 1 -> peak 5, mean 3. Step 1: 0+3, 3 -> peak 3, mean 3.
+  EXPECT_DOUBLE_EQ(m.cost, 8);
+  EXPECT_DOUBLE_EQ(m.ideal, 6);
+  EXPECT_DOUBLE_EQ(m.balance, 0.75);
+  EXPECT_DOUBLE_EQ(m.gap, 8.0 / 6.0 - 1.0);
+  EXPECT_DOUBLE_EQ(m.remote_share, 0.0);
+}
+
+TEST(Metrics, RemoteShareCountsVisitsToExpertsMissingFromTheTokensNode) {
+  // 2 nodes; expert 0 on node 0 only (half its visits leave), expert 1 on both.
+  Trace trace{1, 1, 2, {10, 30}};
+  Placement p{2, 1, 0, {{{0, 1, 1}, {0, 0, 1}}}};
+  EXPECT_DOUBLE_EQ(evaluate(trace, {0, 1}, p).remote_share, 5.0 / 40.0);
+}
+
+}  // namespace
+}  // namespace moe::placement

@@ -32,25 +32,37 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::dispatch(Job job, void* ctx) {
-  if (n_threads_ == 1) {
-    job(ctx, 0, 1);
-    return;
-  }
-  job_ = job;
-  ctx_ = ctx;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
-  job(ctx, 0, n_threads_);
+template <typename Pred>
+void ThreadPool::wait_until(Pred&& done) {
   // A worker that was preempted mid-job needs this core back: after a short spin, give it up.
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+  for (int spin = 0; !done(); ++spin) {
     if (spin < kSpinIterations) {
       _mm_pause();
     } else {
       std::this_thread::yield();
     }
   }
+}
+
+void ThreadPool::dispatch(Job job, void* ctx, bool every_thread) {
+  if (n_threads_ == 1) {
+    job(ctx, 0, 1);
+    return;
+  }
+  job_ = job;
+  ctx_ = ctx;
+  every_thread_ = every_thread;
+  pending_.store(every_thread ? n_threads_ - 1 : 0);
+  uint32_t gen = generation_.load() + 1;
+  if (gen == 0) gen = 1;  // open_ uses 0 for "no job"
+  open_.store(gen);
+  generation_.store(gen);
+  generation_.notify_all();
+  job(ctx, 0, n_threads_);
+  if (every_thread) wait_until([&] { return pending_.load() == 0; });
+  // Workers that come later find the job closed and never touch it.
+  open_.store(0);
+  wait_until([&] { return joined_.load() == 0; });
 }
 
 void ThreadPool::worker(int index) {
@@ -67,8 +79,12 @@ void ThreadPool::worker(int index) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    job_(ctx_, index, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    joined_.fetch_add(1);
+    if (open_.load() == gen) {
+      job_(ctx_, index, n_threads_);
+      if (every_thread_) pending_.fetch_sub(1);
+    }
+    joined_.fetch_sub(1);
   }
 }
 

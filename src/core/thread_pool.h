@@ -3,6 +3,13 @@
 // thread 0, workers spin briefly between jobs (a decode step issues hundreds of short
 // jobs, so waking sleeping threads each time would cost more than the work) and then
 // sleep on a futex.
+//
+// Most jobs are joinable: the work is a shared pile that whoever arrives takes from, and
+// the caller does not wait for a worker that has not arrived by the time the pile is empty.
+// When the machine has more runnable threads than cores (a server's I/O thread, a client
+// on the same host), a worker is often off its core for a whole scheduler time slice; a
+// job that had to wait for every worker would then take a time slice instead of
+// microseconds, hundreds of times per decode step.
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -21,12 +28,25 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs fn(thread_index, n_threads) once on every thread and returns when all are done.
+  // For work split by thread index; prefer join() or parallel_for().
   template <typename Fn>
   void run(Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
     dispatch(
         [](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); },
-        const_cast<void*>(static_cast<const void*>(&fn)));
+        const_cast<void*>(static_cast<const void*>(&fn)), true);
+  }
+
+  // Runs fn() on the calling thread and on each worker that arrives while the caller is
+  // still inside fn; returns when every thread that entered fn has left it. fn must take
+  // its work from a shared counter until none is left, so any number of threads (one
+  // included) completes it.
+  template <typename Fn>
+  void join(Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    dispatch(
+        [](void* ctx, int, int) { (*static_cast<F*>(ctx))(); },
+        const_cast<void*>(static_cast<const void*>(&fn)), false);
   }
 
   // Splits [0, n) into chunks of `grain` items handed out dynamically; fn(begin, end).
@@ -39,7 +59,7 @@ class ThreadPool {
       return;
     }
     std::atomic<int64_t> next{0};
-    run([&](int, int) {
+    join([&] {
       for (;;) {
         const int64_t begin = next.fetch_add(grain, std::memory_order_relaxed);
         if (begin >= n) break;
@@ -52,15 +72,25 @@ class ThreadPool {
 
  private:
   using Job = void (*)(void*, int, int);
-  void dispatch(Job job, void* ctx);
+  // every_thread: run()'s contract (each worker runs the job), else join()'s.
+  void dispatch(Job job, void* ctx, bool every_thread);
   void worker(int index);
+  // Spins, then yields, until the predicate holds.
+  template <typename Pred>
+  static void wait_until(Pred&& done);
 
   int n_threads_;
   std::vector<std::thread> threads_;
+  // The job, valid while open_ holds its generation; a worker reads it only after it has
+  // counted itself in joined_ and seen its generation open, so the caller cannot have
+  // moved on to another job in between.
   Job job_ = nullptr;
   void* ctx_ = nullptr;
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  bool every_thread_ = false;
+  std::atomic<uint32_t> generation_{0};  // bumped to announce each job; wakes workers
+  std::atomic<uint32_t> open_{0};        // generation of the job still taking workers; 0: none
+  std::atomic<int> joined_{0};           // workers inside (or checking) the open job
+  std::atomic<int> pending_{0};          // run(): workers yet to finish
   std::atomic<bool> stop_{false};
 };
 

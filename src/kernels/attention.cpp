@@ -538,11 +538,11 @@ void attention(const AttentionShape& s, const float* q, int64_t q_stride, int64_
   std::unique_ptr<float[]> parts(part_floats > 0 ? new float[size_t(part_floats)] : nullptr);
   c.parts = parts.get();
 
-  // Jobs are handed out like parallel_for does, but through run() so that each thread
+  // Jobs are handed out like parallel_for does, but through join() so that each thread
   // allocates its accumulators once rather than once per job.
   std::atomic<int64_t> next{0};
   const int64_t n_jobs = int64_t(jobs.size());
-  pool.run([&](int, int) {
+  pool.join([&] {
     std::vector<float> acc;
     for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
       const Tile& tile = tiles[size_t(jobs[size_t(i)].first)];

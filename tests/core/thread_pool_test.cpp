@@ -51,5 +51,35 @@ TEST(ThreadPool, WorkersWakeAfterSleeping) {
   EXPECT_EQ(count.load(), 6);
 }
 
+TEST(ThreadPool, JoinRunsEachChunkOnceWhoeverTakesPart) {
+  ThreadPool pool(2);
+  // Every chunk is taken by whoever is inside; a worker kept busy elsewhere (here: still
+  // asleep in the first round) must not hold the caller back, and no chunk runs twice.
+  for (int round = 0; round < 2000; ++round) {
+    std::atomic<int64_t> next{0}, sum{0};
+    std::atomic<int> threads_inside{0};
+    pool.join([&] {
+      threads_inside.fetch_add(1);
+      for (int64_t i; (i = next.fetch_add(1)) < 100;) sum.fetch_add(i);
+    });
+    ASSERT_EQ(sum.load(), 4950) << "round " << round;
+    ASSERT_GE(threads_inside.load(), 1);
+    ASSERT_LE(threads_inside.load(), 2);
+  }
+}
+
+TEST(ThreadPool, RunAfterJoinsStillReachesEveryThread) {
+  ThreadPool pool(3);
+  std::atomic<int> total{0};
+  for (int round = 0; round < 500; ++round) {
+    pool.join([&] {});
+    std::vector<std::atomic<int>> calls(3);
+    pool.run([&](int i, int) { calls[i].fetch_add(1); });
+    for (auto& c : calls) ASSERT_EQ(c.load(), 1) << "round " << round;
+    total.fetch_add(1);
+  }
+  EXPECT_EQ(total.load(), 500);
+}
+
 }  // namespace
 }  // namespace moe

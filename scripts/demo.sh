@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The demo: builds moengine, generates a default model (DeepSeek-V2/V3 shaped, random
-# weights), runs prompts through it and benchmarks it. DEMO_PRESET=mid uses the 2.6B
-# parameter model (about 2.8 GB at q8_0) instead of the tiny one.
+# weights), runs prompts through it offline, then starts `moengine serve` on it, sends
+# OpenAI API requests (plain and streamed), load-tests it with `moengine bench serve` and
+# shows the server's metrics. DEMO_PRESET=mid uses the 2.6B parameter model (about 2.8 GB
+# at q8_0) instead of the tiny one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 preset="${DEMO_PRESET:-tiny}"
@@ -24,3 +26,39 @@ echo "== generate: the same from token ids, with sampling"
 echo
 echo "== bench model: prefill and decode speed, and the decode roofline"
 "$bin" bench model --model "$model" --pp 128 --tg 32 --reps 2
+
+echo
+echo "== serve: one engine instance with the OpenAI API"
+log="$(mktemp)"
+"$bin" serve --model "$model" --served-model-name demo --port 0 >"$log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -f "$log"' EXIT
+url=""
+for _ in $(seq 600); do
+  url="$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1 || true)"
+  [ -n "$url" ] && break
+  kill -0 "$server" 2>/dev/null || { cat "$log"; echo "demo: the server exited" >&2; exit 1; }
+  sleep 0.2
+done
+[ -n "$url" ] || { cat "$log"; echo "demo: the server did not start" >&2; exit 1; }
+echo "server at $url"
+
+echo
+echo "== POST /v1/chat/completions"
+curl -sS "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "demo", "messages": [{"role": "user", "content": "What is a mixture of experts?"}], "max_tokens": 16, "temperature": 0}'
+echo
+
+echo
+echo "== POST /v1/completions, streamed (server-sent events)"
+curl -sS -N "$url/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "demo", "prompt": "The experts", "max_tokens": 6, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}}'
+
+echo
+echo "== bench serve: 32 requests, 8 at a time"
+"$bin" bench serve --base-url "$url" --model demo --dataset random --input-len 64 --output-len 32 \
+  --num-prompts 32 --max-concurrency 8
+
+echo
+echo "== GET /metrics (excerpt)"
+curl -sS "$url/metrics" | grep -E '^moengine:(generation_tokens_total|prompt_tokens_total|num_requests_running|kv_cache_usage_perc|prefix_cache_(queries|hits)_total|time_to_first_token_seconds_(sum|count))'

@@ -8,15 +8,21 @@ namespace moe::cli {
 void register_gen_model(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_bench_model(CLI::App& bench);
+void register_bench_serve(CLI::App& bench);
 void register_tokenize(CLI::App& app);
+void register_placement(CLI::App& app);
+void register_serve(CLI::App& app);
 
 inline void register_commands(CLI::App& app) {
   register_gen_model(app);
   register_generate(app);
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: a model file's speed (model)");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: a model file's speed (model), a server under load (serve)");
   bench->require_subcommand(1);
   register_bench_model(*bench);
+  register_bench_serve(*bench);
   register_tokenize(app);
+  register_placement(app);
+  register_serve(app);
 }
 
 }  // namespace moe::cli

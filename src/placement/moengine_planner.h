@@ -7,10 +7,15 @@
 //     max(m, mean + granularity * m): the busiest device carries at least m, and a large
 //     item also leaves packing slack and out-of-sample risk in proportion to its size.
 //     Within a layer the replica goes to the expert with the largest load per replica.
+//     Then spare slots move between layers one at a time while a quick list schedule of
+//     the two layers gets cheaper (the estimate misjudges devices holding one or two
+//     replicas), and the same refinement from EPLB's equal split is kept instead when its
+//     list schedules are cheaper (layers all alike).
 //  2. Packing, node then device: replicas heaviest first onto the lightest device that
 //     does not hold the expert yet, preferring, among near-lightest devices, a node without
-//     the expert (hot experts spread over nodes, so more visits stay local). A device may
-//     take more slots in one layer than another; no per-layer quota as in EPLB.
+//     the expert (hot experts spread over nodes, so more visits stay local). Two starts:
+//     the same count on every device (as EPLB) and free counts (a device may take more
+//     slots in one layer than another); the one with the lower peak after step 3 is kept.
 //  3. Local search per layer: moves and swaps of replicas off the busiest device while
 //     that lowers it.
 //  4. Budgets: devices are renumbered per layer (whole nodes, then devices within a node)

@@ -118,7 +118,7 @@ void register_serve(CLI::App& app) {
       "  curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\\n"
       "    -d '{\"model\": \"tiny\", \"prompt\": \"The experts\", \"max_tokens\": 16}'\n"
       "  moengine serve --model models/tiny.gguf --chat-template tests/server/synthetic_chat_template.jinja\n"
-      "Models from gen-model have no chat template of their own; /v1/chat/completions needs one.\n"
+      "--chat-template serves /v1/chat/completions for a model without a template of its own, or overrides it.\n"
       "Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics,\n"
       "POST /tokenize, POST /detokenize (docs/api.md). The line 'serving NAME on http://HOST:PORT' on stdout\n"
       "says it is ready (with --port 0 it names the port chosen). SIGINT or SIGTERM stops it: requests in\n"

@@ -162,6 +162,19 @@ TEST_F(HttpServerTest, KeepAliveAndPipelining) {
   EXPECT_EQ(c.response().body(), "abcde");
 }
 
+TEST_F(HttpServerTest, ClientClosingAfterItsAnswerIsTidiedUp) {
+  start();
+  {
+    RawClient c(port());
+    c.send(get("/hello"));
+    EXPECT_EQ(c.response().result(), Status::ok);
+  }
+  std::this_thread::sleep_for(100ms);
+  RawClient d(port());
+  d.send(get("/hello"));
+  EXPECT_EQ(d.response().result(), Status::ok);
+}
+
 TEST_F(HttpServerTest, UnknownRouteIs404AndWrongMethodIs405WithAllow) {
   start();
   RawClient c(port());

@@ -56,7 +56,7 @@ asio::awaitable<void> close_gracefully(tcp::socket& socket) {
 }  // namespace
 
 HttpServer::HttpServer(ServerConfig config, Router router, ErrorResponder errors)
-    : config_(std::move(config)), router_(std::move(router)), errors_(std::move(errors)), acceptor_(ioc_) {}
+    : config_(std::move(config)), router_(std::move(router)), errors_(std::move(errors)), acceptor_(asio::make_strand(ioc_)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -73,7 +73,8 @@ void HttpServer::start() {
   if (ec) fail("cannot listen on {}:{}: {}", config_.host, config_.port, ec.message());
   port_ = acceptor_.local_endpoint().port();
   accepting_ = true;
-  asio::co_spawn(ioc_, accept_loop(), asio::detached);
+  // On the acceptor's strand, so that stop() closing it never races the loop.
+  asio::co_spawn(acceptor_.get_executor(), accept_loop(), asio::detached);
   const int n = config_.io_threads > 0 ? config_.io_threads : 1;
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
 }
@@ -126,7 +127,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
     if (ec) {
       // Out of file descriptors and the like: pause rather than spin; connections that
       // finish free what the next accept needs.
-      asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
+      asio::steady_timer pause(acceptor_.get_executor(), std::chrono::milliseconds(50));
       co_await pause.async_wait(as_tuple(use_awaitable));
       continue;
     }

@@ -11,6 +11,7 @@
 
 #include <boost/asio/this_coro.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -173,6 +174,25 @@ TEST_F(HttpServerTest, ClientClosingAfterItsAnswerIsTidiedUp) {
   RawClient d(port());
   d.send(get("/hello"));
   EXPECT_EQ(d.response().result(), Status::ok);
+}
+
+TEST_F(HttpServerTest, ManyClientsOnSeveralIoThreads) {
+  config_.io_threads = 3;
+  start();
+  std::vector<std::thread> clients;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      RawClient c(port());
+      for (int j = 0; j < 20; ++j) {
+        const std::string body = std::to_string(i) + "-" + std::to_string(j);
+        c.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+        if (c.response().body() == body) ++answered;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(answered.load(), 16 * 20);
 }
 
 TEST_F(HttpServerTest, UnknownRouteIs404AndWrongMethodIs405WithAllow) {

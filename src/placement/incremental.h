@@ -10,6 +10,9 @@
 // Greedy: each round applies the operation with the largest drop in the summed layer peaks
 // per copy, among the layers furthest above their mean and the cheapest spare replicas to
 // give up; it stops at the target balance, the move limit, or when nothing helps.
+// Each layer keeps its holders per expert, replicas per device and heaviest devices, so a
+// candidate is scored from the few devices it changes (a swap in O(1)), and a layer's best
+// swap is only searched again after the layer changes.
 #include <cstdint>
 
 #include "placement/placement.h"

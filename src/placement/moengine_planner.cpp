@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "placement/eplb.h"
+#include "placement/forecast.h"
 #include "placement/layer_state.h"
 #include "placement/metrics.h"
 
@@ -39,16 +40,22 @@ LayerState pack_layer(const double* load, int64_t experts, const Topology& topo,
   const double margin = 0.02 * layer.mean();
   for (int32_t e : items) {
     double lightest = -1;
-    for (bool capped : {true, false}) {
+    // Last resort: EPLB's equal split (step 1) may give an expert more replicas than there
+    // are devices, and then one device holds two.
+    for (int pass = 0; pass < 3; ++pass) {
+      const bool capped = pass == 0, distinct = pass < 2;
       for (int32_t d = 0; d < D; ++d) {
-        if (layer.holds(d, e) || (capped && layer.device_count(d) >= cap)) continue;
+        if ((distinct && layer.holds(d, e)) || (capped && layer.device_count(d) >= cap)) continue;
         if (lightest < 0 || layer.device_load(d) < lightest) lightest = layer.device_load(d);
       }
       if (lightest >= 0) {
         int32_t best = -1;
         bool best_new_node = false;
         for (int32_t d = 0; d < D; ++d) {
-          if (layer.holds(d, e) || (capped && layer.device_count(d) >= cap) || layer.device_load(d) > lightest + margin) continue;
+          if ((distinct && layer.holds(d, e)) || (capped && layer.device_count(d) >= cap) ||
+              layer.device_load(d) > lightest + margin) {
+            continue;
+          }
           const bool new_node = !node_holds[size_t(topo.node_of(d)) * size_t(experts) + size_t(e)];
           if (best < 0 || (new_node && !best_new_node) ||
               (new_node == best_new_node && layer.device_load(d) < layer.device_load(best))) {
@@ -294,11 +301,13 @@ Placement plan_moengine(const LoadMatrix& load, const Topology& topo, const Plan
 
 Placement plan_moengine(const Trace& trace, Window window, const Topology& topo, const PlannerOptions& options) {
   check_window(trace, window, "window");
-  const LoadMatrix load = window_load(trace, window);
+  const LoadMatrix load = options.forecast ? forecast_load(trace, window) : window_load(trace, window);
   PlannerOptions own = options;
   own.compare_with_eplb = false;
   Placement p = plan_moengine(load, topo, own);
   if (options.compare_with_eplb) {
+    // EPLB fed the same forecast: a safety net for the packing, not for the forecast (which
+    // loses to the window sum in sample by design, and wins out of sample).
     Placement base = plan_eplb(load, topo, options.groups);
     if (evaluate(trace, window, base).cost < evaluate(trace, window, p).cost) return base;
   }

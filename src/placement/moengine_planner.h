@@ -22,6 +22,7 @@
 //     so the per-layer slot counts even out, and the few devices still over S * L hand a
 //     replica to one under it where that raises the layer's peak least; a swap-only local
 //     search then polishes each layer without changing any device's count.
+// A Trace window is planned for a forecast of the next window (forecast.h), not its sum.
 // The result is then compared with EPLB's plan on the same window and the better one kept,
 // so moengine is never worse than the baseline on the data it plans from.
 #include <cstdint>
@@ -36,6 +37,7 @@ struct PlannerOptions {
   double granularity = 0.25;  // step 1's weight on the largest replica share
   int32_t groups = 8;         // expert groups, for the EPLB plan it is compared with
   bool compare_with_eplb = true;
+  bool forecast = true;  // plan a Trace window for forecast_load's loads, not the window sum
 };
 
 // Replicas per expert per layer (step 1): i32 [layers][experts], every entry >= 1 and at
@@ -44,7 +46,9 @@ std::vector<std::vector<int32_t>> allocate_redundancy(const LoadMatrix& load, co
 
 // Plans from window-summed loads; the EPLB comparison uses planning_cost.
 Placement plan_moengine(const LoadMatrix& load, const Topology& topo, const PlannerOptions& options = {});
-// Plans from a window of a trace; the EPLB comparison uses the per-step cost of evaluate().
+// Plans from a window of a trace, for forecast_load's loads (options.forecast); the EPLB
+// plan it is compared with gets the same loads, and the comparison uses evaluate()'s
+// per-step cost on the window.
 Placement plan_moengine(const Trace& trace, Window window, const Topology& topo, const PlannerOptions& options = {});
 
 }  // namespace moe::placement

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "placement/eplb.h"
+#include "placement/forecast.h"
 #include "placement/incremental.h"
 #include "placement/metrics.h"
 #include "placement/moengine_planner.h"
@@ -58,11 +59,12 @@ TEST(Planner, EveryPlacementIsValidAndUsesItsBudget) {
   }
 }
 
+// The guard compares with EPLB fed the same forecast loads.
 TEST(Planner, MoengineNeverWorseThanEplbOnItsPlanningWindow) {
   for (const Case& c : kCases) {
     const Trace trace = small_trace(c.skew, c.seed);
     for (const Window w : {Window{0, 16}, Window{16, 40}}) {
-      const Metrics base = evaluate(trace, w, plan_eplb(window_load(trace, w), c.topo, 4));
+      const Metrics base = evaluate(trace, w, plan_eplb(forecast_load(trace, w), c.topo, 4));
       const Metrics ours = evaluate(trace, w, plan_moengine(trace, w, c.topo, {0.25, 4, true}));
       EXPECT_GE(ours.balance, base.balance - 1e-12) << "seed " << c.seed;
     }
@@ -100,6 +102,47 @@ TEST(Planner, RedundancyGoesToTheSkewedLayer) {
   EXPECT_GE(planning_balance(load, p), planning_balance(load, plan_eplb(load, topo, 1)));
 }
 
+TEST(Planner, LayersGetDifferentSlotCountsWithinEachDevicesBudget) {
+  // Three flat layers and one where expert 0 carries most of the load.
+  LoadMatrix load{4, 8, {}};
+  for (int64_t l = 0; l < 4; ++l) {
+    for (int64_t e = 0; e < 8; ++e) load.load.push_back(l == 3 && e == 0 ? 200.0 : 10.0);
+  }
+  const Topology topo{2, 2, 3};  // 12 slots per layer on average, 36 per device in all
+  PlannerOptions o;
+  o.compare_with_eplb = false;
+  const Placement p = plan_moengine(load, topo, o);
+  EXPECT_EQ(validate(p, 8), "");
+  // Expert 0 of layer 3 gets a replica on every device, so layer 3 holds 11 slots and the
+  // flat layers share the rest.
+  EXPECT_EQ(replica_counts(p.layers[3], 8)[0], 4);
+  EXPECT_NE(p.layers[3].slots.size(), p.layers[0].slots.size());
+  const std::vector<int32_t> totals = device_slot_totals(p);
+  for (int32_t n : totals) EXPECT_LE(n, 3 * 4);
+  EXPECT_EQ(std::accumulate(totals.begin(), totals.end(), 0), 4 * 3 * 4);
+}
+
+TEST(Forecast, WeighsRecentStepsWhenTheHotExpertChanges) {
+  // One layer, 4 experts: expert 0 is hot for 20 steps, then expert 1 for 12.
+  Trace trace{32, 1, 4, {}};
+  for (int64_t t = 0; t < 32; ++t) {
+    for (int64_t e = 0; e < 4; ++e) trace.load.push_back(e == (t < 20 ? 0 : 1) ? 100.0f : 10.0f);
+  }
+  const LoadMatrix sum = window_load(trace, {0, 32}), f = forecast_load(trace, {0, 32});
+  EXPECT_LT(sum.at(0, 1), sum.at(0, 0));
+  EXPECT_GT(f.at(0, 1), f.at(0, 0));
+  EXPECT_NEAR(f.at(0, 0) + f.at(0, 1) + f.at(0, 2) + f.at(0, 3), 32 * 130.0, 1e-6);
+}
+
+TEST(Forecast, KeepsTheWindowSumForSteadyLoads) {
+  Trace trace{16, 2, 3, {}};
+  for (int64_t t = 0; t < 16; ++t) {
+    for (float v : {5.0f, 1.0f, 0.0f, 2.0f, 2.0f, 2.0f}) trace.load.push_back(v);
+  }
+  const LoadMatrix sum = window_load(trace, {0, 16}), f = forecast_load(trace, {0, 16});
+  for (size_t i = 0; i < sum.load.size(); ++i) EXPECT_NEAR(f.load[i], sum.load[i], 1e-9);
+}
+
 TEST(Planner, ATopologyTooSmallForEveryExpertIsAnError) {
   const Trace trace = small_trace(0.5, 1);
   EXPECT_THROW(plan_moengine(trace, {0, 8}, Topology{2, 2, 7}), Error);  // 28 slots < 32 experts
@@ -129,6 +172,16 @@ TEST(Incremental, RespectsMaxMovesAndNeverGetsWorse) {
       }
     }
   }
+}
+
+TEST(Incremental, KeepsTwoReplicasOfAnExpertOnOneDevice) {
+  // EPLB may put two replicas of an expert on one device; incremental moves keep both slots.
+  const LoadMatrix load{1, 3, {90, 5, 5}};
+  const Placement current{1, 2, 2, {{{0, 0, 1, 2}, {0, 0, 1, 1}}}};
+  const IncrementalResult r = plan_incremental(load, current, {});
+  EXPECT_EQ(validate(r.placement, 3), "");
+  EXPECT_EQ(device_slot_totals(r.placement), device_slot_totals(current));
+  EXPECT_GT(r.balance_after, r.balance_before);
 }
 
 TEST(Incremental, StopsAtTheTargetBalance) {

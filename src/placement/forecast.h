@@ -1,0 +1,22 @@
+#pragma once
+// The loads a plan is made for: a forecast of the next window from the planning window.
+//
+// Expert popularity drifts (the hot set turns over and neighbours in rank swap places), so
+// recent steps predict the next window better than the window mean; but a short memory
+// also keeps more per-step noise. Each layer therefore weighs its steps by
+// exp(-age / tau) and picks tau by a backtest inside the window: the steps before its last
+// quarter forecast that last quarter, and the tau with the smallest squared error wins
+// (squared, so the heavy experts that set the peak dominate). Loads keep the window's
+// scale: weights sum to the window's step count.
+#include "placement/trace.h"
+
+namespace moe::placement {
+
+// Candidate memories in steps; 0 is the plain window sum.
+inline constexpr double kForecastTaus[] = {2, 4, 8, 16, 0};
+
+// f64 [layers, experts]; the window must have at least 4 steps for the backtest, else
+// (and for a layer the backtest cannot tell apart) the plain window sum.
+LoadMatrix forecast_load(const Trace& trace, Window window);
+
+}  // namespace moe::placement

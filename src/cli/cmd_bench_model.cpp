@@ -27,6 +27,8 @@ struct BenchModelArgs {
   int tg = 128;
   int reps = 3;
   int threads = 0;
+  std::vector<int> batch;  // decode batch sizes to measure besides tg
+  int batch_context = 128;
   bool json = false;
 };
 
@@ -47,8 +49,46 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Decode tokens/s of `batch` sequences stepping together, each after its own `context`
+// random prompt tokens: what a serving engine's decode steps cost at that batch size.
+double batched_decode_rate(Model& model, int batch, int context, int steps, ThreadPool& pool, std::mt19937& rng) {
+  const int64_t block = 16, blocks_per_seq = (context + steps + block) / block;
+  KvStore kv = model.make_kv_store(block, blocks_per_seq * batch);
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < blocks_per_seq; ++i) tables[size_t(b)].push_back(int32_t(b * blocks_per_seq + i));
+  }
+  std::uniform_int_distribution<int32_t> token(0, int32_t(model.config().n_vocab - 1));
+  std::vector<float> logits;
+  Step step;
+  step.seqs.resize(1);
+  for (int b = 0; b < batch; ++b) {
+    step.tokens.resize(size_t(context));
+    for (auto& t : step.tokens) t = token(rng);
+    step.seqs[0] = {&tables[size_t(b)], 0, context, LogitRows::kLast};
+    logits.resize(size_t(step.n_logit_rows() * model.config().n_vocab));
+    model.forward(step, kv, logits.data(), pool);
+  }
+  step.seqs.resize(size_t(batch));
+  step.tokens.resize(size_t(batch));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) {
+    for (int b = 0; b < batch; ++b) {
+      step.tokens[size_t(b)] = token(rng);
+      step.seqs[size_t(b)] = {&tables[size_t(b)], context + i, 1, LogitRows::kLast};
+    }
+    logits.resize(size_t(step.n_logit_rows() * model.config().n_vocab));
+    model.forward(step, kv, logits.data(), pool);
+  }
+  return double(batch) * steps / seconds_since(t0);
+}
+
 void run(const BenchModelArgs& a) {
   if (a.pp < 1 || a.tg < 1 || a.reps < 1) fail("--pp, --tg and --reps must be at least 1");
+  for (int b : a.batch) {
+    if (b < 1) fail("--batch sizes must be at least 1, got {}", b);
+  }
+  if (a.batch_context < 1) fail("--batch-context must be at least 1, got {}", a.batch_context);
   auto model = load_model_with_progress(a.model);
   const ModelConfig& c = model->config();
   ThreadPool pool(a.threads);
@@ -81,6 +121,19 @@ void run(const BenchModelArgs& a) {
     bar.update((r + 1.0) / a.reps);
   }
   bar.done();
+  std::vector<Stats> batched;
+  if (!a.batch.empty()) {
+    ProgressBar batch_bar(fmt::format("bench batched decode tg{} x{}", a.tg, a.reps));
+    for (size_t i = 0; i < a.batch.size(); ++i) {
+      std::vector<double> rates;
+      for (int r = 0; r < a.reps; ++r) {
+        rates.push_back(batched_decode_rate(*model, a.batch[i], a.batch_context, a.tg, pool, rng));
+        batch_bar.update((double(i) + (r + 1.0) / a.reps) / double(a.batch.size()));
+      }
+      batched.push_back(stats(rates));
+    }
+    batch_bar.done();
+  }
 
   const double bw = measure_read_bandwidth_gbps(pool, size_t(1) << 30);
   const double active_gb = double(model->active_bytes_per_token()) / 1e9;
@@ -105,6 +158,13 @@ void run(const BenchModelArgs& a) {
                         {"active_bytes_per_token", model->active_bytes_per_token()},
                         {"decode_roofline_tokens_per_s", roofline},
                         {"decode_roofline_fraction", tg.mean / roofline}};
+    for (size_t i = 0; i < batched.size(); ++i) {
+      j["batched_decode"].push_back({{"batch", a.batch[i]},
+                                     {"context", a.batch_context},
+                                     {"tokens_per_s", batched[i].mean},
+                                     {"stddev", batched[i].stddev},
+                                     {"step_ms", 1e3 * a.batch[i] / batched[i].mean}});
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -114,6 +174,10 @@ void run(const BenchModelArgs& a) {
   std::printf("| test   |          t/s |\n|--------|--------------|\n");
   std::printf("| pp%-4d | %7.2f ± %.2f |\n", a.pp, pp.mean, pp.stddev);
   std::printf("| tg%-4d | %7.2f ± %.2f |\n", a.tg, tg.mean, tg.stddev);
+  for (size_t i = 0; i < batched.size(); ++i) {
+    std::printf("| tg%-4d @ batch %-3d | %7.2f ± %.2f | %.1f ms per step |\n", a.tg, a.batch[i], batched[i].mean,
+                batched[i].stddev, 1e3 * a.batch[i] / batched[i].mean);
+  }
   std::printf("prefill: %.1f GFLOP/s (2 x %.3fB active parameters per token)\n", gflops,
               double(model->active_params_per_token()) / 1e9);
   std::printf("decode roofline: %.3f GB of weights per token / %.1f GB/s measured read bandwidth = %.1f tok/s; "
@@ -131,12 +195,16 @@ void register_bench_model(CLI::App& bench) {
       "  moengine bench model --model mid-q8_0.gguf --pp 512 --tg 128 --threads 2\n"
       "pp: tokens/s of one batched prefill of N random tokens; tg: tokens/s decoding N tokens one at a\n"
       "time from an empty context. Also measures the memory read bandwidth and reports the fraction\n"
-      "of the decode roofline (bandwidth / weight bytes read per token) reached.");
+      "of the decode roofline (bandwidth / weight bytes read per token) reached.\n"
+      "--batch 1,4,16,32: also tokens/s of that many sequences decoding together (tg steps each, after\n"
+      "--batch-context random prompt tokens), as a serving engine's decode steps run.");
   cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
   cmd->add_option("--pp", args->pp, "Prompt tokens per prefill run")->capture_default_str();
   cmd->add_option("--tg", args->tg, "Tokens per decode run")->capture_default_str();
   cmd->add_option("--reps,-r", args->reps, "Repetitions")->capture_default_str();
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
+  cmd->add_option("--batch", args->batch, "Decode batch sizes to measure, comma-separated (e.g. 1,4,16,32)")->delimiter(',');
+  cmd->add_option("--batch-context", args->batch_context, "Prompt tokens per sequence before batched decode")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print the results as JSON");
   cmd->callback([args] { run(*args); });
 }

@@ -107,6 +107,23 @@ TEST_F(Cli, BenchModelReportsRates) {
   EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["memory_bandwidth_gbps"].get<double>(), 0.0);
   EXPECT_GT(j["decode_roofline_fraction"].get<double>(), 0.0);
+  EXPECT_FALSE(j.contains("batched_decode"));
+}
+
+TEST_F(Cli, BenchModelMeasuresBatchedDecode) {
+  const Result r = run("bench model --model " + model_ + " --pp 8 --tg 3 --reps 1 --batch 1,3 --batch-context 5 --json", false);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["batched_decode"].size(), 2u);
+  EXPECT_EQ(j["batched_decode"][0]["batch"], 1);
+  EXPECT_EQ(j["batched_decode"][1]["batch"], 3);
+  EXPECT_EQ(j["batched_decode"][1]["context"], 5);
+  EXPECT_GT(j["batched_decode"][1]["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["batched_decode"][1]["step_ms"].get<double>(), 0.0);
+
+  const Result bad = run("bench model --model " + model_ + " --batch 4,0");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--batch sizes must be at least 1, got 0"), std::string::npos) << bad.out;
 }
 
 }  // namespace

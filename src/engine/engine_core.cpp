@@ -61,6 +61,11 @@ void validate_request(const std::vector<int32_t>& prompt, const GenerateParams& 
                          "stop_token_ids");
     }
   }
+  for (const auto& [t, bias] : params.sampling.logit_bias) {
+    if (t >= limits.n_vocab) {
+      throw RequestError(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", t, limits.n_vocab), "logit_bias");
+    }
+  }
   try {
     params.sampling.validate();
   } catch (const Error& e) {

@@ -40,7 +40,8 @@ struct RequestLimits {
 
 // Throws RequestError naming the field when the request can never run: empty prompt, a
 // token id outside the vocabulary, max_tokens < 1, prompt + max_tokens over max_model_len
-// or over the KV cache, bad sampling params, a stop_token_id outside the vocabulary.
+// or over the KV cache, bad sampling params, a stop_token_id or logit_bias token outside
+// the vocabulary.
 void validate_request(const std::vector<int32_t>& prompt, const GenerateParams& params, const RequestLimits& limits);
 
 class EngineCore {

@@ -34,6 +34,10 @@ void SamplingParams::validate() const {
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) fail("presence_penalty must be in [-2, 2], got {}", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) fail("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
   if (top_logprobs < 0 || top_logprobs > 20) fail("top_logprobs must be in [0, 20], got {}", top_logprobs);
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) fail("logit_bias token id {} is negative", token);
+    if (!(bias >= -100.0f && bias <= 100.0f)) fail("logit_bias for token {} must be in [-100, 100], got {}", token, bias);
+  }
   if (top_logprobs > 0 && !logprobs) fail("top_logprobs requires logprobs to be true, got top_logprobs {} without it", top_logprobs);
 }
 
@@ -125,15 +129,20 @@ void Sampler::fill_logprobs(const float* logits, int64_t n_vocab, int32_t token,
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, SampleResult* out) {
   if (n_vocab <= 0) fail("Sampler::sample: n_vocab must be positive, got {}", n_vocab);
   const bool penalised = has_penalties();
+  const bool biased = !params_.logit_bias.empty();
   const bool greedy = params_.temperature < kGreedyBelow;
   int32_t token;
 
-  if (greedy && !penalised) {
+  if (greedy && !penalised && !biased) {
     token = argmax(logits, n_vocab);
   } else {
     z_.assign(logits, logits + n_vocab);  // reuses capacity after the first call
     float* z = z_.data();
     if (penalised) apply_penalties(z, n_vocab);
+    for (const auto& [t, bias] : params_.logit_bias) {
+      if (t >= n_vocab) fail("Sampler::sample: logit_bias token {} is outside the vocabulary [0, {})", t, n_vocab);
+      z[t] += bias;
+    }
     if (greedy) {
       token = argmax(z, n_vocab);
     } else {

@@ -15,6 +15,7 @@
 #include <random>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace moe {
@@ -30,6 +31,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;      // none: a random seed
   bool logprobs = false;             // report the chosen token's logprob
   int32_t top_logprobs = 0;          // [0, 20]; needs logprobs
+  // (token, bias in [-100, 100]) added to the logits after the penalties, before
+  // temperature and every filter; logprobs stay those of the model's own logits.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Throws moe::Error naming the first bad field and its allowed range.
   void validate() const;

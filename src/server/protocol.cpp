@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 
 #include "server/api_error.h"
@@ -59,6 +60,28 @@ void check_range(const std::optional<double>& v, const char* name, double lo, do
   if (!ok) throw invalid_value(name, fmt::format("\"{}\" must be in {}{}, {}], got {}", name, lo_open ? "(" : "[", num(lo), num(hi), num(*v)));
 }
 
+// {"token id": bias}: ids as decimal strings (OpenAI's form), biases in [-100, 100]. Ids
+// past the vocabulary are refused by the engine, which knows its size.
+std::vector<std::pair<int32_t, float>> read_logit_bias(const Json& bias) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : bias.items()) {
+    int32_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0) {
+      throw invalid_value("logit_bias", fmt::format("\"logit_bias\" keys must be token ids (integers >= 0), got \"{}\"", key));
+    }
+    if (!value.is_number()) {
+      throw wrong_type("logit_bias", fmt::format("\"logit_bias\" values must be numbers, got {} for token {}", describe_json(value), key));
+    }
+    const double b = value.get<double>();
+    if (!(b >= -100.0 && b <= 100.0)) {
+      throw invalid_value("logit_bias", fmt::format("\"logit_bias\" for token {} must be in [-100, 100], got {}", key, num(b)));
+    }
+    out.emplace_back(id, float(b));
+  }
+  return out;
+}
+
 // Second pass: values, then the fields OpenAI defines that this server does not implement.
 GenerationFields finish_common(const RawGeneration& r, bool chat) {
   GenerationFields g;
@@ -68,7 +91,6 @@ GenerationFields finish_common(const RawGeneration& r, bool chat) {
     throw unsupported("best_of", fmt::format("\"best_of\" must be 1: only one choice per request is supported, got {}", *r.best_of));
   }
   if (r.echo && *r.echo) throw unsupported("echo", "\"echo\": true is not supported");
-  if (r.logit_bias && !r.logit_bias->empty()) throw unsupported("logit_bias", "\"logit_bias\" is not supported");
   if (r.suffix && !r.suffix->empty()) throw unsupported("suffix", "\"suffix\" is not supported");
   if (r.response_format) {
     const std::optional<std::string> type = FieldReader(*r.response_format, "response_format").string("type");
@@ -111,6 +133,7 @@ GenerationFields finish_common(const RawGeneration& r, bool chat) {
   check_range(r.frequency_penalty, "frequency_penalty", -2.0, 2.0);
   if (r.frequency_penalty) s.frequency_penalty = float(*r.frequency_penalty);
   if (r.seed) s.seed = uint64_t(*r.seed);
+  if (r.logit_bias) s.logit_bias = read_logit_bias(*r.logit_bias);
 
   if (chat) {
     s.logprobs = r.logprobs_flag.value_or(false);
@@ -336,6 +359,11 @@ void fit_to_context(GenerationFields& gen, int64_t n_prompt, const RequestLimits
     if (t >= limits.n_vocab) {
       throw invalid_value("stop_token_ids",
                           fmt::format("\"stop_token_ids\" has the token id {}, outside the vocabulary (0..{})", t, limits.n_vocab - 1));
+    }
+  }
+  for (const auto& [t, bias] : gen.params.sampling.logit_bias) {
+    if (t >= limits.n_vocab) {
+      throw invalid_value("logit_bias", fmt::format("\"logit_bias\" has the token id {}, outside the vocabulary (0..{})", t, limits.n_vocab - 1));
     }
   }
 }

@@ -288,6 +288,11 @@ TEST(EngineCore, RequestsThatCanNeverRunAreRefusedWithTheField) {
   GenerateParams stop = greedy(4);
   stop.stop_token_ids = {-3};
   EXPECT_EQ(param_of({1, 2}, stop), "stop_token_ids: stop token id -3 is outside the vocabulary [0, 512)");
+  GenerateParams bias = greedy(4);
+  bias.sampling.logit_bias = {{3, 1.0f}, {512, 5.0f}};
+  EXPECT_EQ(param_of({1, 2}, bias), "logit_bias: logit_bias token id 512 is outside the vocabulary [0, 512)");
+  bias.sampling.logit_bias = {{3, -200.0f}};
+  EXPECT_EQ(param_of({1, 2}, bias), "logit_bias: logit_bias for token 3 must be in [-100, 100], got -200");
   EXPECT_FALSE(core.has_work());
 }
 

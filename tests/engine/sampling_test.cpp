@@ -72,8 +72,11 @@ std::vector<double> reference(const std::vector<float>& logits, const SamplingPa
 
 // Draws n tokens and checks them against the expected distribution: none outside its
 // support, and a chi-square statistic far below what a wrong distribution would give.
-void expect_draws_match(const std::vector<float>& logits, const SamplingParams& sp, int draws) {
-  const std::vector<double> expected = reference(logits, sp);
+// `reference_logits`, when given, are what the reference filters instead (the logits the
+// sampler should see after its own adjustments, such as a logit bias).
+void expect_draws_match(const std::vector<float>& logits, const SamplingParams& sp, int draws,
+                        const std::vector<float>* reference_logits = nullptr) {
+  const std::vector<double> expected = reference(reference_logits ? *reference_logits : logits, sp);
   Sampler s(sp);
   std::map<int32_t, int> seen;
   for (int i = 0; i < draws; ++i) ++seen[s.sample(logits.data(), int64_t(logits.size()))];
@@ -298,6 +301,42 @@ TEST(Sampling, LogprobsAreLogSoftmaxOfRawLogits) {
   }
 }
 
+TEST(Sampling, LogitBiasShiftsTheLogitsItNames) {
+  const auto l = random_logits(1000, 41);
+  const int32_t top = argmax(l.data(), 1000);
+  const int32_t bottom = int32_t(std::min_element(l.begin(), l.end()) - l.begin());
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.logit_bias = {{bottom, 100.0f}};
+  EXPECT_EQ(Sampler(greedy).sample(l.data(), 1000), bottom);
+  greedy.logit_bias = {{top, -100.0f}};
+  std::vector<float> without_top = l;
+  without_top[size_t(top)] -= 100.0f;
+  EXPECT_EQ(Sampler(greedy).sample(l.data(), 1000), argmax(without_top.data(), 1000));
+
+  // Drawn with temperature and filters: the distribution of the biased logits.
+  SamplingParams p = seeded(5, 0.8f);
+  p.top_k = 50;
+  p.logit_bias = {{bottom, 12.0f}, {top, -2.5f}, {7, 3.0f}};
+  std::vector<float> biased = l;
+  for (const auto& [t, b] : p.logit_bias) biased[size_t(t)] += b;
+  expect_draws_match(l, p, 20000, &biased);
+
+  // Logprobs stay those of the model's logits.
+  p.logprobs = true;
+  Sampler s(p);
+  SampleResult r;
+  double sum = 0.0;
+  for (float x : l) sum += std::exp(double(x) - l[size_t(top)]);
+  const double lse = l[size_t(top)] + std::log(sum);
+  const int32_t t = s.sample(l.data(), 1000, &r);
+  EXPECT_NEAR(r.logprob, l[size_t(t)] - lse, 1e-4);
+
+  SamplingParams past_vocab;
+  past_vocab.logit_bias = {{1000, 1.0f}};
+  EXPECT_THROW(Sampler(past_vocab).sample(l.data(), 1000), Error);
+}
+
 TEST(Sampling, NoLogprobsUnlessAsked) {
   const auto l = log_probs({0.5, 0.5});
   Sampler s(seeded(1));
@@ -334,6 +373,9 @@ TEST(Sampling, ValidationNamesTheFieldAndRange) {
   expect_invalid([](SamplingParams& p) { p.frequency_penalty = -3.0f; }, "frequency_penalty must be in [-2, 2], got -3");
   expect_invalid([](SamplingParams& p) { p.logprobs = true, p.top_logprobs = 21; }, "top_logprobs must be in [0, 20], got 21");
   expect_invalid([](SamplingParams& p) { p.top_logprobs = 3; }, "top_logprobs requires logprobs to be true, got top_logprobs 3 without it");
+  expect_invalid([](SamplingParams& p) { p.logit_bias = {{5, 101.0f}}; }, "logit_bias for token 5 must be in [-100, 100], got 101");
+  expect_invalid([](SamplingParams& p) { p.logit_bias = {{5, NAN}}; }, "logit_bias for token 5 must be in [-100, 100], got nan");
+  expect_invalid([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }, "logit_bias token id -1 is negative");
 }
 
 TEST(Sampling, BadCallsFailClearly) {

@@ -2,6 +2,7 @@
 // and message; good inputs become the engine's parameters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "server/api_error.h"
@@ -152,12 +153,28 @@ TEST(Protocol, UnsupportedFeaturesAre400) {
   bad_chat(R"(, "n": 0)", {400, "unsupported_value", "n", "\"n\" must be 1: only one choice per request is supported, got 0"});
   bad_completion(R"(, "best_of": 3)", {400, "unsupported_value", "best_of", "\"best_of\" must be 1: only one choice per request is supported, got 3"});
   bad_completion(R"(, "echo": true)", {400, "unsupported_value", "echo", "\"echo\": true is not supported"});
-  bad_completion(R"(, "logit_bias": {"5": 10})", {400, "unsupported_value", "logit_bias", "\"logit_bias\" is not supported"});
   bad_completion(R"(, "suffix": "end")", {400, "unsupported_value", "suffix", "\"suffix\" is not supported"});
   bad_chat(R"(, "response_format": {"type": "json_object"})",
            {400, "unsupported_value", "response_format", "\"response_format\" of type \"json_object\" is not supported; only \"text\""});
   bad_chat(R"(, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])",
            {400, "unsupported_value", "messages[0].content[0].type", "content parts of type \"image_url\" are not supported; only \"text\""});
+}
+
+TEST(Protocol, LogitBiasIsReadAndChecked) {
+  const ChatRequest c = chat(R"(, "logit_bias": {"5": 10, "0": -100, "17": 2.5})");
+  auto bias = c.gen.params.sampling.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{0, -100.0f}, {5, 10.0f}, {17, 2.5f}}));
+  EXPECT_TRUE(completion(R"(, "logit_bias": {})").gen.params.sampling.logit_bias.empty());
+  EXPECT_TRUE(completion(R"(, "logit_bias": null)").gen.params.sampling.logit_bias.empty());
+
+  bad_completion(R"(, "logit_bias": {"x": 1})", {400, "invalid_value", "logit_bias", "\"logit_bias\" keys must be token ids (integers >= 0), got \"x\""});
+  bad_completion(R"(, "logit_bias": {"-3": 1})", {400, "invalid_value", "logit_bias", "\"logit_bias\" keys must be token ids (integers >= 0), got \"-3\""});
+  bad_completion(R"(, "logit_bias": {"5 ": 1})", {400, "invalid_value", "logit_bias", "\"logit_bias\" keys must be token ids (integers >= 0), got \"5 \""});
+  bad_completion(R"(, "logit_bias": {"99999999999": 1})",
+                 {400, "invalid_value", "logit_bias", "\"logit_bias\" keys must be token ids (integers >= 0), got \"99999999999\""});
+  bad_completion(R"(, "logit_bias": {"5": "up"})", {422, "invalid_type", "logit_bias", "\"logit_bias\" values must be numbers, got a string for token 5"});
+  bad_chat(R"(, "logit_bias": {"5": 100.5})", {400, "invalid_value", "logit_bias", "\"logit_bias\" for token 5 must be in [-100, 100], got 100.5"});
 }
 
 TEST(Protocol, CompletionFieldsBecomeEngineParams) {

@@ -160,6 +160,11 @@ async function basics() {
     // Greedy picks the most likely token: the first of the top list.
     eq(e.top_logprobs[0].logprob, e.logprob, 'greedy token is the top logprob');
   }
+  // A +100 bias makes greedy decoding pick that token every step.
+  const biased = await client.completions.create({ model, prompt, max_tokens: 4, logit_bias: { 72: 100 }, ...greedy });
+  eq(biased.choices[0].text, 'HHHH', 'logit_bias +100 on "H"');
+  const biasedChat = await client.chat.completions.create({ model, messages: chatMessages('hi'), max_tokens: 3, logit_bias: { 105: 100 }, ...greedy });
+  eq(biasedChat.choices[0].message.content, 'iii', 'chat logit_bias +100 on "i"');
   const detok = await post('/detokenize', { tokens: [72, 105] });
   eq([detok.status, JSON.parse(detok.text)], [200, { prompt: 'Hi' }], '/detokenize');
 }
@@ -208,6 +213,10 @@ async function badInputsBesideALongStream() {
       err(404, IR, 'model_not_found', 'model', 'The model `gpt-4` does not exist (GET /v1/models lists the served models)')],
     ['token outside the vocabulary', '/v1/completions', JSON.stringify({ model, prompt: [1, 999999] }),
       err(400, IR, 'invalid_value', 'prompt', '"prompt" has the token id 999999, outside the vocabulary (0..511)')],
+    ['logit_bias token outside the vocabulary', '/v1/completions', JSON.stringify({ model, prompt: 'x', logit_bias: { 999999: 5 } }),
+      err(400, IR, 'invalid_value', 'logit_bias', '"logit_bias" has the token id 999999, outside the vocabulary (0..511)')],
+    ['logit_bias out of range', '/v1/chat/completions', chatBody({ logit_bias: { 5: -101 } }),
+      err(400, IR, 'invalid_value', 'logit_bias', '"logit_bias" for token 5 must be in [-100, 100], got -101')],
     ['body over the limit', '/v1/completions', big,
       err(413, IR, 'request_too_large', null, `the request body (${big.length} bytes) is larger than the limit of 65536 bytes`)],
   ];

@@ -11,31 +11,42 @@ namespace moe::server {
 
 namespace {
 
-using OutputMailbox = http::Mailbox<RequestOutput>;
+// One output of one of a request's n choices.
+struct ChoiceOutput {
+  int32_t index;
+  RequestOutput out;
+};
+using OutputMailbox = http::Mailbox<ChoiceOutput>;
 
-// A request the engine accepted, as its handler holds it. Leaving the handler early (the
-// client went away, a write failed, the server is stopping) cancels the request, which
-// frees its KV blocks at the engine's next turn; the mailbox is closed either way so the
-// engine thread never posts to a connection that is gone.
+// The engine requests of one API request (one per choice), as its handler holds them.
+// Leaving the handler early (the client went away, a write failed, the server is stopping,
+// a later choice could not be queued) cancels every unfinished one, which frees its KV
+// blocks at the engine's next turn; the mailbox is closed either way so the engine thread
+// never posts to a connection that is gone.
 class RunningRequest {
  public:
-  RunningRequest(AsyncEngine& engine, int64_t id, std::shared_ptr<OutputMailbox> mailbox)
-      : engine_(engine), id_(id), mailbox_(std::move(mailbox)) {}
+  RunningRequest(AsyncEngine& engine, std::shared_ptr<OutputMailbox> mailbox) : engine_(engine), mailbox_(std::move(mailbox)) {}
   ~RunningRequest() {
     mailbox_->close();
-    if (!finished_) engine_.cancel(id_);
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      if (!finished_[i]) engine_.cancel(ids_[i]);
+    }
   }
   RunningRequest(const RunningRequest&) = delete;
   RunningRequest& operator=(const RunningRequest&) = delete;
 
+  void add(int64_t id) {
+    ids_.push_back(id);
+    finished_.push_back(false);
+  }
   OutputMailbox& mailbox() { return *mailbox_; }
-  void mark_finished() { finished_ = true; }
+  void mark_finished(int32_t index) { finished_[size_t(index)] = true; }
 
  private:
   AsyncEngine& engine_;
-  int64_t id_;
   std::shared_ptr<OutputMailbox> mailbox_;
-  bool finished_ = false;
+  std::vector<int64_t> ids_;
+  std::vector<bool> finished_;
 };
 
 struct Prepared {
@@ -52,37 +63,28 @@ http::Response collected_response(const ResponseCollector& collector) {
 asio::awaitable<void> stream_outputs(http::Exchange& ex, RunningRequest& run, StreamEncoder encoder) {
   if (!co_await ex.start_events()) co_return;
   if (!co_await ex.send_events(encoder.start())) co_return;
-  for (;;) {
-    std::optional<std::vector<RequestOutput>> batch = co_await ex.unless_client_gone(run.mailbox().receive());
+  while (!encoder.done()) {
+    std::optional<std::vector<ChoiceOutput>> batch = co_await ex.unless_client_gone(run.mailbox().receive());
     if (!batch) co_return;
     std::vector<std::string> events;
-    bool done = false;
-    for (const RequestOutput& out : *batch) {
-      for (std::string& e : encoder.encode(out)) events.push_back(std::move(e));
-      if (out.finished) {
-        run.mark_finished();
-        done = true;
-        break;
-      }
+    for (const ChoiceOutput& c : *batch) {
+      for (std::string& e : encoder.encode(c.index, c.out)) events.push_back(std::move(e));
+      if (c.out.finished) run.mark_finished(c.index);
+      if (encoder.done()) break;
     }
     if (!co_await ex.send_events(events)) co_return;
-    if (done) {
-      co_await ex.end_events();
-      co_return;
-    }
   }
+  co_await ex.end_events();
 }
 
 asio::awaitable<void> collect_outputs(http::Exchange& ex, RunningRequest& run, ResponseCollector collector) {
   while (!collector.finished()) {
-    std::optional<std::vector<RequestOutput>> batch = co_await ex.unless_client_gone(run.mailbox().receive());
+    std::optional<std::vector<ChoiceOutput>> batch = co_await ex.unless_client_gone(run.mailbox().receive());
     if (!batch) co_return;
-    for (const RequestOutput& out : *batch) {
-      collector.add(out);
-      if (out.finished) {
-        run.mark_finished();
-        break;
-      }
+    for (const ChoiceOutput& c : *batch) {
+      collector.add(c.index, c.out);
+      if (c.out.finished) run.mark_finished(c.index);
+      if (collector.finished()) break;
     }
   }
   co_await ex.respond(collected_response(collector));
@@ -121,15 +123,24 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
                         config_.served_model_name,
                         p.gen.params.sampling.logprobs,
                         p.gen.params.sampling.top_logprobs,
-                        p.gen.include_usage};
+                        p.gen.include_usage,
+                        p.gen.n};
 
   auto mailbox = std::make_shared<OutputMailbox>(co_await asio::this_coro::executor);
-  std::optional<int64_t> id;
+  RunningRequest run(engine_, mailbox);
   try {
-    id = engine_.submit(std::move(p.prompt), p.gen.params, [mailbox](RequestOutput&& out) { mailbox->push(std::move(out)); });
-    if (!id) {
-      error = queue_full(fmt::format("the server is at capacity: {} requests are already waiting; retry later",
-                                     engine_.config().max_waiting));
+    for (int32_t i = 0; i < p.gen.n && !error; ++i) {
+      GenerateParams params = p.gen.params;
+      // Seeded choices stay reproducible and still differ from one another.
+      if (params.sampling.seed) params.sampling.seed = *params.sampling.seed + uint64_t(i);
+      const std::optional<int64_t> id =
+          engine_.submit(p.prompt, std::move(params), [mailbox, i](RequestOutput&& out) { mailbox->push({i, std::move(out)}); });
+      if (id) {
+        run.add(*id);
+      } else {
+        error = queue_full(fmt::format("the server is at capacity: {} requests are already waiting; retry later",
+                                       engine_.config().max_waiting));
+      }
     }
   } catch (const RequestError& e) {
     error = invalid_value(e.param(), e.what());
@@ -138,7 +149,6 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
     co_await ex.respond(error_response(*error));
     co_return;
   }
-  RunningRequest run(engine_, *id, mailbox);
   if (p.gen.stream) co_await stream_outputs(ex, run, StreamEncoder(p.meta, engine_.tokenizer()));
   else co_await collect_outputs(ex, run, ResponseCollector(p.meta, engine_.tokenizer()));
 }

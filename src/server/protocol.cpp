@@ -86,9 +86,14 @@ std::vector<std::pair<int32_t, float>> read_logit_bias(const Json& bias) {
 GenerationFields finish_common(const RawGeneration& r, bool chat) {
   GenerationFields g;
   g.model = r.model;
-  if (r.n && *r.n != 1) throw unsupported("n", fmt::format("\"n\" must be 1: only one choice per request is supported, got {}", *r.n));
-  if (r.best_of && *r.best_of != 1) {
-    throw unsupported("best_of", fmt::format("\"best_of\" must be 1: only one choice per request is supported, got {}", *r.best_of));
+  if (r.n && (*r.n < 1 || *r.n > kMaxChoices)) {
+    throw invalid_value("n", fmt::format("\"n\" must be in [1, {}], got {}", kMaxChoices, *r.n));
+  }
+  g.n = int32_t(r.n.value_or(1));
+  // best_of > n (drawing more and returning the best) is not built; best_of = n is plain n.
+  if (r.best_of && *r.best_of != 1 && *r.best_of != g.n) {
+    throw unsupported("best_of", fmt::format("\"best_of\" must be 1 or equal to \"n\" ({}): returning the best of more choices is not supported, got {}",
+                                             g.n, *r.best_of));
   }
   if (r.echo && *r.echo) throw unsupported("echo", "\"echo\": true is not supported");
   if (r.suffix && !r.suffix->empty()) throw unsupported("suffix", "\"suffix\" is not supported");

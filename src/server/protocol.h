@@ -22,7 +22,11 @@ struct GenerationFields {
   GenerateParams params;              // params.max_tokens is set by fit_to_context
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
+  int32_t n = 1;                      // choices: n engine requests on the same prompt
 };
+
+// The most choices one request may ask for.
+inline constexpr int64_t kMaxChoices = 64;
 
 struct CompletionRequest {
   GenerationFields gen;

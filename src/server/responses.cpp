@@ -85,7 +85,19 @@ Json logprobs_json(Api api, const Tokenizer& tok, const std::vector<TokenOutput>
 
 std::string stream_error_event(const std::string& message) { return error_body(internal_error(message)); }
 
-StreamEncoder::StreamEncoder(ResponseMeta meta, const Tokenizer& tok) : meta_(std::move(meta)), tok_(tok) {}
+void UsageTally::record(int32_t index, const RequestOutput& out) {
+  if (index == 0) prompt_ = out.n_prompt_tokens, cached_ = out.n_cached_tokens;
+  output_[size_t(index)] = out.n_output_tokens;
+}
+
+Json UsageTally::json() const {
+  int64_t output = 0;
+  for (int64_t n : output_) output += n;
+  return usage_json(prompt_, output, cached_);
+}
+
+StreamEncoder::StreamEncoder(ResponseMeta meta, const Tokenizer& tok)
+    : meta_(std::move(meta)), tok_(tok), text_offset_(size_t(meta_.choices), 0), open_(meta_.choices), usage_(meta_.choices) {}
 
 Json StreamEncoder::chunk(Json choice) const {
   Json j{{"id", meta_.id},
@@ -99,20 +111,27 @@ Json StreamEncoder::chunk(Json choice) const {
 
 std::vector<std::string> StreamEncoder::start() {
   if (meta_.api != Api::kChat) return {};
-  return {dump(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}))};
+  std::vector<std::string> events;
+  for (int32_t i = 0; i < meta_.choices; ++i) {
+    events.push_back(dump(chunk({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}})));
+  }
+  return events;
 }
 
-std::vector<std::string> StreamEncoder::encode(const RequestOutput& out) {
+std::vector<std::string> StreamEncoder::encode(int32_t index, const RequestOutput& out) {
   std::vector<std::string> events;
+  if (done_) return events;
   if (out.finish == FinishKind::kError) {
     events.push_back(stream_error_event(out.error.empty() ? "the engine failed the request" : out.error));
     events.push_back("[DONE]");
+    done_ = true;
     return events;
   }
+  usage_.record(index, out);
   const bool with_logprobs = meta_.logprobs && !out.tokens.empty();
   if (!out.text.empty() || with_logprobs) {
-    Json lp = with_logprobs ? logprobs_json(meta_.api, tok_, out.tokens, text_offset_, meta_.top_logprobs) : Json();
-    Json choice{{"index", 0}};
+    Json lp = with_logprobs ? logprobs_json(meta_.api, tok_, out.tokens, text_offset_[size_t(index)], meta_.top_logprobs) : Json();
+    Json choice{{"index", index}};
     if (meta_.api == Api::kChat) choice["delta"] = {{"content", out.text}};
     else choice["text"] = out.text;
     choice["logprobs"] = std::move(lp);
@@ -120,53 +139,60 @@ std::vector<std::string> StreamEncoder::encode(const RequestOutput& out) {
     events.push_back(dump(chunk(std::move(choice))));
   }
   if (!out.finished) return events;
-  Json last{{"index", 0}};
+  Json last{{"index", index}};
   if (meta_.api == Api::kChat) last["delta"] = Json::object();
   else last["text"] = "";
   last["logprobs"] = nullptr;
   last["finish_reason"] = finish_kind_name(out.finish);
   last["stop_reason"] = stop_reason(out.stop_string, out.stop_token);
   events.push_back(dump(chunk(std::move(last))));
+  if (--open_ > 0) return events;
   if (meta_.include_usage) {
     Json u = chunk(Json());
     u["choices"] = Json::array();
-    u["usage"] = usage_json(out.n_prompt_tokens, out.n_output_tokens, out.n_cached_tokens);
+    u["usage"] = usage_.json();
     events.push_back(dump(u));
   }
   events.push_back("[DONE]");
+  done_ = true;
   return events;
 }
 
-ResponseCollector::ResponseCollector(ResponseMeta meta, const Tokenizer& tok) : meta_(std::move(meta)), tok_(tok) {}
+ResponseCollector::ResponseCollector(ResponseMeta meta, const Tokenizer& tok)
+    : meta_(std::move(meta)), tok_(tok), choices_(size_t(meta_.choices)), open_(meta_.choices), usage_(meta_.choices) {}
 
-void ResponseCollector::add(const RequestOutput& out) {
-  text_ += out.text;
-  if (meta_.logprobs) tokens_.insert(tokens_.end(), out.tokens.begin(), out.tokens.end());
-  n_prompt_ = out.n_prompt_tokens;
-  n_output_ = out.n_output_tokens;
-  n_cached_ = out.n_cached_tokens;
+void ResponseCollector::add(int32_t index, const RequestOutput& out) {
+  Choice& c = choices_[size_t(index)];
+  c.text += out.text;
+  if (meta_.logprobs) c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
+  usage_.record(index, out);
   if (!out.finished) return;
-  finished_ = true;
-  kind_ = out.finish;
-  stop_string_ = out.stop_string;
-  stop_token_ = out.stop_token;
-  if (kind_ == FinishKind::kError) error_ = out.error.empty() ? "the engine failed the request" : out.error;
+  --open_;
+  c.kind = out.finish;
+  c.stop_string = out.stop_string;
+  c.stop_token = out.stop_token;
+  if (c.kind == FinishKind::kError) error_ = out.error.empty() ? "the engine failed the request" : out.error;
 }
 
 std::string ResponseCollector::body() const {
-  Json choice{{"index", 0}};
-  if (meta_.api == Api::kChat) choice["message"] = {{"role", "assistant"}, {"content", text_}};
-  else choice["text"] = text_;
-  int64_t offset = 0;
-  choice["logprobs"] = meta_.logprobs ? logprobs_json(meta_.api, tok_, tokens_, offset, meta_.top_logprobs) : Json();
-  choice["finish_reason"] = finish_kind_name(kind_);
-  choice["stop_reason"] = stop_reason(stop_string_, stop_token_);
+  Json choices = Json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    Json choice{{"index", i}};
+    if (meta_.api == Api::kChat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else choice["text"] = c.text;
+    int64_t offset = 0;
+    choice["logprobs"] = meta_.logprobs ? logprobs_json(meta_.api, tok_, c.tokens, offset, meta_.top_logprobs) : Json();
+    choice["finish_reason"] = finish_kind_name(c.kind);
+    choice["stop_reason"] = stop_reason(c.stop_string, c.stop_token);
+    choices.push_back(std::move(choice));
+  }
   Json j{{"id", meta_.id},
          {"object", meta_.api == Api::kChat ? "chat.completion" : "text_completion"},
          {"created", meta_.created},
          {"model", meta_.model},
-         {"choices", Json::array({std::move(choice)})},
-         {"usage", usage_json(n_prompt_, n_output_, n_cached_)}};
+         {"choices", std::move(choices)},
+         {"usage", usage_.json()}};
   return dump(j);
 }
 

@@ -2,10 +2,14 @@
 // The response bodies and Server-Sent Event payloads, exactly as OpenAI sends them, built
 // from the engine's RequestOutputs. Pure: no I/O, so each shape is unit-tested.
 //
-// A stream is: (chat only) a chunk with delta.role; a chunk per output that has text (or
-// logprobs); a last chunk with an empty delta (chat) or empty text (completions) and the
-// finish_reason; with include_usage a chunk with empty choices and the usage (every other
-// chunk then has "usage": null); then [DONE].
+// A stream is: (chat only) a chunk with delta.role per choice; a chunk per output that has
+// text (or logprobs); per choice a last chunk with an empty delta (chat) or empty text
+// (completions) and the finish_reason; once every choice has finished, with include_usage a
+// chunk with empty choices and the usage (every other chunk then has "usage": null); then
+// [DONE]. With n > 1 the choices' chunks interleave, each naming its index.
+//
+// Usage over n choices: the prompt counts once (as OpenAI bills it), completion tokens are
+// summed; cached prompt tokens are those of choice 0.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +34,7 @@ struct ResponseMeta {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool include_usage = false;  // streams only
+  int32_t choices = 1;         // n
 };
 
 // A 200 response with a JSON body.
@@ -51,45 +56,68 @@ Json logprobs_json(Api api, const Tokenizer& tok, const std::vector<TokenOutput>
 // The error object a stream sends when the engine fails a request it had accepted.
 std::string stream_error_event(const std::string& message);
 
+// Token counts of a request's choices, summed as the usage object reports them.
+class UsageTally {
+ public:
+  explicit UsageTally(int32_t choices) : output_(size_t(choices), 0) {}
+  void record(int32_t index, const RequestOutput& out);
+  Json json() const;
+
+ private:
+  int64_t prompt_ = 0, cached_ = 0;
+  std::vector<int64_t> output_;
+};
+
 class StreamEncoder {
  public:
   StreamEncoder(ResponseMeta meta, const Tokenizer& tok);
-  // Events to send before any output: the role chunk for chat, nothing for completions.
+  // Events to send before any output: the role chunks for chat, nothing for completions.
   std::vector<std::string> start();
-  // Events for one output; the final output also gets the finish chunk, the usage chunk and
-  // [DONE].
-  std::vector<std::string> encode(const RequestOutput& out);
+  // Events for one output of choice `index`; its final output also gets the choice's finish
+  // chunk, and the last choice to finish the usage chunk and [DONE]. An engine error ends
+  // the whole stream (error event and [DONE]).
+  std::vector<std::string> encode(int32_t index, const RequestOutput& out);
+  // [DONE] has been produced: nothing more to send.
+  bool done() const { return done_; }
 
  private:
   Json chunk(Json choice) const;
 
   ResponseMeta meta_;
   const Tokenizer& tok_;
-  int64_t text_offset_ = 0;
+  std::vector<int64_t> text_offset_;  // per choice
+  int32_t open_;                      // choices not finished yet
+  UsageTally usage_;
+  bool done_ = false;
 };
 
 class ResponseCollector {
  public:
   ResponseCollector(ResponseMeta meta, const Tokenizer& tok);
-  void add(const RequestOutput& out);
-  bool finished() const { return finished_; }
-  // The engine ended the request with an error: why (the response is then a 500).
-  bool failed() const { return kind_ == FinishKind::kError; }
+  void add(int32_t index, const RequestOutput& out);
+  // Every choice has finished, or one failed.
+  bool finished() const { return open_ == 0 || failed(); }
+  // The engine ended a choice with an error: why (the response is then a 500).
+  bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   // The whole response body, once finished.
   std::string body() const;
 
  private:
+  struct Choice {
+    std::string text;
+    std::vector<TokenOutput> tokens;
+    FinishKind kind = FinishKind::kNone;
+    std::string stop_string;
+    int32_t stop_token = -1;
+  };
+
   ResponseMeta meta_;
   const Tokenizer& tok_;
-  std::string text_;
-  std::vector<TokenOutput> tokens_;
-  bool finished_ = false;
-  FinishKind kind_ = FinishKind::kNone;
-  std::string stop_string_;
-  int32_t stop_token_ = -1;
+  std::vector<Choice> choices_;
+  int32_t open_;
+  UsageTally usage_;
   std::string error_;
-  int64_t n_prompt_ = 0, n_output_ = 0, n_cached_ = 0;
 };
 
 }  // namespace moe::server

@@ -149,15 +149,24 @@ TEST(Protocol, OutOfRangeValuesAre400) {
 }
 
 TEST(Protocol, UnsupportedFeaturesAre400) {
-  bad_completion(R"(, "n": 2)", {400, "unsupported_value", "n", "\"n\" must be 1: only one choice per request is supported, got 2"});
-  bad_chat(R"(, "n": 0)", {400, "unsupported_value", "n", "\"n\" must be 1: only one choice per request is supported, got 0"});
-  bad_completion(R"(, "best_of": 3)", {400, "unsupported_value", "best_of", "\"best_of\" must be 1: only one choice per request is supported, got 3"});
+  bad_completion(R"(, "best_of": 3)",
+                 {400, "unsupported_value", "best_of", "\"best_of\" must be 1 or equal to \"n\" (1): returning the best of more choices is not supported, got 3"});
+  bad_completion(R"(, "n": 2, "best_of": 4)",
+                 {400, "unsupported_value", "best_of", "\"best_of\" must be 1 or equal to \"n\" (2): returning the best of more choices is not supported, got 4"});
   bad_completion(R"(, "echo": true)", {400, "unsupported_value", "echo", "\"echo\": true is not supported"});
   bad_completion(R"(, "suffix": "end")", {400, "unsupported_value", "suffix", "\"suffix\" is not supported"});
   bad_chat(R"(, "response_format": {"type": "json_object"})",
            {400, "unsupported_value", "response_format", "\"response_format\" of type \"json_object\" is not supported; only \"text\""});
   bad_chat(R"(, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])",
            {400, "unsupported_value", "messages[0].content[0].type", "content parts of type \"image_url\" are not supported; only \"text\""});
+}
+
+TEST(Protocol, SeveralChoices) {
+  EXPECT_EQ(completion("").gen.n, 1);
+  EXPECT_EQ(completion(R"(, "n": 3)").gen.n, 3);
+  EXPECT_EQ(chat(R"(, "n": 64, "best_of": 64)").gen.n, 64);
+  bad_chat(R"(, "n": 0)", {400, "invalid_value", "n", "\"n\" must be in [1, 64], got 0"});
+  bad_completion(R"(, "n": 65)", {400, "invalid_value", "n", "\"n\" must be in [1, 64], got 65"});
 }
 
 TEST(Protocol, LogitBiasIsReadAndChecked) {

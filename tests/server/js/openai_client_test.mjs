@@ -160,6 +160,30 @@ async function basics() {
     // Greedy picks the most likely token: the first of the top list.
     eq(e.top_logprobs[0].logprob, e.logprob, 'greedy token is the top logprob');
   }
+  // n choices: greedy ones are all the greedy text; seeded ones use seed + index, streamed
+  // or not; the prompt counts once in the usage.
+  const three = await client.completions.create({ model, prompt, max_tokens: 16, n: 3, ...greedy });
+  eq(three.choices.map((x) => [x.index, x.text]), [0, 1, 2].map((i) => [i, c.choices[0].text]), 'greedy n = 3');
+  eq([three.usage.prompt_tokens, three.usage.completion_tokens], [promptTokens, 48], 'n = 3 usage');
+  const sampled = { temperature: 1, ignore_eos: true, seed: 11 };
+  const pair = await client.chat.completions.create({ model, messages: chatMessages(content), max_tokens: 8, n: 2, ...sampled });
+  const second = await client.chat.completions.create({ model, messages: chatMessages(content), max_tokens: 8, ...sampled, seed: 12 });
+  eq(pair.choices[1].message.content, second.choices[0].message.content, 'choice 1 draws with seed + 1');
+  const pairStream = await client.chat.completions.create({ model, messages: chatMessages(content), max_tokens: 8, n: 2, ...sampled, stream: true, stream_options: { include_usage: true } });
+  const texts = ['', ''];
+  const finishes = [null, null];
+  let pairUsage = null;
+  for await (const chunk of pairStream) {
+    if (chunk.usage) pairUsage = chunk.usage;
+    for (const x of chunk.choices) {
+      texts[x.index] += x.delta.content ?? '';
+      if (x.finish_reason) finishes[x.index] = x.finish_reason;
+    }
+  }
+  eq(texts, pair.choices.map((x) => x.message.content), 'streamed n = 2 texts equal the non-streamed ones');
+  eq(finishes, ['length', 'length'], 'streamed n = 2 finish reasons');
+  eq([pairUsage.prompt_tokens, pairUsage.completion_tokens], [chatTokens, 16], 'streamed n = 2 usage');
+
   // A +100 bias makes greedy decoding pick that token every step.
   const biased = await client.completions.create({ model, prompt, max_tokens: 4, logit_bias: { 72: 100 }, ...greedy });
   eq(biased.choices[0].text, 'HHHH', 'logit_bias +100 on "H"');
@@ -205,8 +229,10 @@ async function badInputsBesideALongStream() {
       err(400, IR, 'context_length_exceeded', 'prompt', "This model's maximum context length is 1024 tokens. However, your prompt has 1024 tokens, which leaves no room for a completion. Please reduce the length of the prompt.")],
     ['max_tokens too large', '/v1/completions', JSON.stringify({ model, prompt: [1, 2, 3], max_tokens: 1022 }),
       err(400, IR, 'context_length_exceeded', 'max_tokens', "This model's maximum context length is 1024 tokens. However, you requested 1025 tokens (3 in the prompt, 1022 for the completion). Please reduce the length of the prompt or the completion.")],
-    ['n = 2', '/v1/chat/completions', chatBody({ n: 2 }),
-      err(400, IR, 'unsupported_value', 'n', '"n" must be 1: only one choice per request is supported, got 2')],
+    ['n = 0', '/v1/chat/completions', chatBody({ n: 0 }),
+      err(400, IR, 'invalid_value', 'n', '"n" must be in [1, 64], got 0')],
+    ['best_of over n', '/v1/completions', JSON.stringify({ model, prompt: 'x', n: 2, best_of: 3 }),
+      err(400, IR, 'unsupported_value', 'best_of', '"best_of" must be 1 or equal to "n" (2): returning the best of more choices is not supported, got 3')],
     ['several prompts', '/v1/completions', JSON.stringify({ model, prompt: ['a', 'b'] }),
       err(400, IR, 'unsupported_value', 'prompt', '"prompt" must be a single prompt: a list of 2 prompts is not supported')],
     ['unknown model', '/v1/completions', JSON.stringify({ model: 'gpt-4', prompt: 'x' }),
@@ -271,15 +297,15 @@ async function disconnects() {
 
   // While waiting for a whole (non-streamed) response.
   const ac2 = new AbortController();
-  const pending = client.chat.completions.create({ model, messages: chatMessages('long'), max_tokens: 1000, ...greedy }, { signal: ac2.signal });
-  for (const deadline = Date.now() + 10000; (await metric('num_requests_running')) === 0;) {
-    ok(Date.now() < deadline, 'the request never started running');
+  const pending = client.chat.completions.create({ model, messages: chatMessages('long'), max_tokens: 1000, n: 3, ...greedy }, { signal: ac2.signal });
+  for (const deadline = Date.now() + 10000; (await metric('num_requests_running')) < 3;) {
+    ok(Date.now() < deadline, 'the three choices never ran together');
     await new Promise((r) => setTimeout(r, 5));
   }
   ac2.abort();
   await pending.then(() => fail('the aborted request completed'), () => {});
-  await expectEngineIdle('client left while waiting for its response');
-  eq(await metric('request_success_total', 'finished_reason="abort"'), abortsBefore + 2, 'both requests counted as aborted');
+  await expectEngineIdle('client left while waiting for its three-choice response');
+  eq(await metric('request_success_total', 'finished_reason="abort"'), abortsBefore + 4, 'the stream and all three choices counted as aborted');
 }
 
 async function queueFull() {

@@ -61,6 +61,9 @@ void validate_request(const std::vector<int32_t>& prompt, const GenerateParams& 
                          "stop_token_ids");
     }
   }
+  if (params.prompt_logprobs < -1 || params.prompt_logprobs > 20) {
+    throw RequestError(fmt::format("prompt_logprobs must be -1 (off) or in [0, 20], got {}", params.prompt_logprobs), "prompt_logprobs");
+  }
   for (const auto& [t, bias] : params.sampling.logit_bias) {
     if (t >= limits.n_vocab) {
       throw RequestError(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", t, limits.n_vocab), "logit_bias");
@@ -82,7 +85,9 @@ struct EngineCore::Active {
         decoder(tok, params.skip_special_tokens),
         stops(params.stop),
         arrival(t),
-        n_prompt(int64_t(prompt.size())) {}
+        n_prompt(int64_t(prompt.size())) {
+    if (params.prompt_logprobs >= 0) prompt_tokens = prompt;
+  }
 
   GenerateParams params;
   OutputSink sink;
@@ -95,6 +100,8 @@ struct EngineCore::Active {
   int64_t n_cached = 0;
   int64_t n_preempted = 0;
   bool scheduled = false;
+  std::vector<int32_t> prompt_tokens;       // kept only with prompt_logprobs
+  std::vector<TokenOutput> prompt_logprobs;  // entry i: prompt token i + 1
 };
 
 EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig config, ThreadPool& pool)
@@ -124,6 +131,7 @@ void EngineCore::add(int64_t id, std::vector<int32_t> prompt, GenerateParams par
   r.prompt = std::move(prompt);
   r.max_tokens = params.max_tokens;
   r.priority = params.priority;
+  r.prompt_logits = params.prompt_logprobs >= 0;
   if (!scheduler_.add(std::move(r))) fail("request {} rejected: {}", id, scheduler_.reject_reason(id));
   active_.emplace(id, std::move(a));
   refresh_gauges();
@@ -169,19 +177,35 @@ void EngineCore::step() {
   }
   run_model(plan);
 
-  // Sample every sequence whose last token's logits were computed, in plan order (the
-  // order of the logit rows).
+  // Logit rows come in plan order, n_logit_rows() per sequence: prompt logprobs from the
+  // rows of all-logits chunks, then a sample from the last row of every sequence that
+  // produces logits.
   std::vector<int32_t> sampled;
   std::vector<SampleResult> results;
   const int64_t n_vocab = model_.config().n_vocab;
+  int64_t row = 0;
   for (const ScheduledSeq& s : plan.seqs) {
+    Active& a = *active_.at(s.id);
+    if (s.all_logits) collect_prompt_logprobs(a, s, logits_.data() + row * n_vocab);
+    row += s.n_logit_rows();
     if (!s.produces_logits) continue;
     SampleResult r;
-    active_.at(s.id)->sampler.sample(logits_.data() + int64_t(sampled.size()) * n_vocab, n_vocab, &r);
+    a.sampler.sample(logits_.data() + (row - 1) * n_vocab, n_vocab, &r);
     sampled.push_back(r.token);
     results.push_back(std::move(r));
   }
   postprocess(plan, sampled, results, Clock::now());
+}
+
+void EngineCore::collect_prompt_logprobs(Active& a, const ScheduledSeq& s, const float* rows) {
+  const int64_t n_vocab = model_.config().n_vocab;
+  for (int64_t j = 0; j < s.n_tokens; ++j) {
+    // Row j predicts the token at position pos0 + j + 1. A recompute after a preemption
+    // mid-prefill repeats positions already collected.
+    const int64_t next = s.pos0 + j + 1;
+    if (next >= a.n_prompt || next - 1 != int64_t(a.prompt_logprobs.size())) continue;
+    a.prompt_logprobs.push_back(token_logprobs(rows + j * n_vocab, n_vocab, a.prompt_tokens[size_t(next)], a.params.prompt_logprobs));
+  }
 }
 
 void EngineCore::run_model(const StepPlan& plan) {
@@ -226,6 +250,7 @@ bool EngineCore::emit_token(Active& a, const SampleResult& r, RequestOutput& out
     metrics_.time_per_output_token.observe(std::chrono::duration<double>(now - a.last_token).count());
   }
   a.last_token = now;
+  if (a.n_output == 0) out.prompt_logprobs = std::move(a.prompt_logprobs);
   ++a.n_output;
   ++metrics_.generation_tokens_total;
   out.tokens.push_back(TokenOutput{r.token, r.logprob, r.top});

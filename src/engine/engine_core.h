@@ -41,7 +41,7 @@ struct RequestLimits {
 // Throws RequestError naming the field when the request can never run: empty prompt, a
 // token id outside the vocabulary, max_tokens < 1, prompt + max_tokens over max_model_len
 // or over the KV cache, bad sampling params, a stop_token_id or logit_bias token outside
-// the vocabulary.
+// the vocabulary, prompt_logprobs out of range.
 void validate_request(const std::vector<int32_t>& prompt, const GenerateParams& params, const RequestLimits& limits);
 
 class EngineCore {
@@ -79,6 +79,8 @@ class EngineCore {
   struct Active;  // one unfinished request's sampler, decoders and timestamps
 
   void run_model(const StepPlan& plan);
+  // Prompt logprobs from an all-logits chunk's rows (one per token of the chunk).
+  void collect_prompt_logprobs(Active& a, const ScheduledSeq& s, const float* rows);
   void postprocess(const StepPlan& plan, const std::vector<int32_t>& sampled,
                    const std::vector<SampleResult>& results, Clock::time_point now);
   // Appends one token to a request's output; true when it ends the request.

@@ -25,17 +25,14 @@ struct GenerateParams {
   // Control tokens (EOS, chat markers) add no text.
   bool skip_special_tokens = true;
   int32_t priority = 0;  // lower is more urgent; used by the priority policy
+  // -1: off. k in [0, 20]: the logprob of every prompt token after the first, and the k most
+  // likely tokens at its position. The prompt is then prefilled without prefix-cache hits.
+  int32_t prompt_logprobs = -1;
 };
 
 // Why a request ended, with the names OpenAI uses where one exists.
 enum class FinishKind { kNone, kStop, kLength, kAbort, kError };
 const char* finish_kind_name(FinishKind k);  // "stop", "length", "abort", "error"; "" for kNone
-
-struct TokenOutput {
-  int32_t token = -1;
-  float logprob = 0.0f;             // with SamplingParams::logprobs
-  std::vector<TokenLogprob> top;    // SamplingParams::top_logprobs entries
-};
 
 // Everything that happened to one request since its previous RequestOutput. Sent after
 // each engine step that produced tokens for it, and exactly once with finished = true.
@@ -52,6 +49,9 @@ struct RequestOutput {
   int64_t n_prompt_tokens = 0;
   int64_t n_output_tokens = 0;      // generated so far, including this output's
   int64_t n_cached_tokens = 0;      // prompt tokens served from the prefix cache
+  // With prompt_logprobs, in the request's first output only: one entry per prompt token
+  // from the second on (the first has nothing to be predicted from).
+  std::vector<TokenOutput> prompt_logprobs;
 };
 
 // Called on the engine thread: it must be quick and must not call into the engine.

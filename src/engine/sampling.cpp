@@ -99,31 +99,40 @@ double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 void Sampler::fill_logprobs(const float* logits, int64_t n_vocab, int32_t token, SampleResult* out) {
   out->top.clear();
   if (!params_.logprobs) return;
+  const TokenOutput t = token_logprobs(logits, n_vocab, token, params_.top_logprobs);
+  out->logprob = t.logprob;
+  out->top = t.top;
+}
+
+TokenOutput token_logprobs(const float* logits, int64_t n_vocab, int32_t token, int32_t top_n) {
+  TokenOutput out;
+  out.token = token;
   const float m = logits[argmax(logits, n_vocab)];
   double s = 0.0;
   for (int64_t i = 0; i < n_vocab; ++i) s += std::exp(double(logits[i]) - m);
   const double lse = double(m) + std::log(s);
-  out->logprob = float(double(logits[token]) - lse);
-  const auto k = size_t(std::min<int64_t>(params_.top_logprobs, n_vocab));
-  if (k == 0) return;
+  out.logprob = float(double(logits[token]) - lse);
+  const auto k = size_t(std::clamp<int64_t>(top_n, 0, n_vocab));
+  if (k == 0) return out;
   // A heap of the k best seen so far, worst on top: one pass, no sort of the vocabulary.
   auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
     return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
   };
-  out->top.reserve(k);
+  out.top.reserve(k);
   for (int64_t i = 0; i < n_vocab; ++i) {
     const TokenLogprob c{int32_t(i), logits[i]};
-    if (out->top.size() < k) {
-      out->top.push_back(c);
-      std::push_heap(out->top.begin(), out->top.end(), better);
-    } else if (better(c, out->top.front())) {
-      std::pop_heap(out->top.begin(), out->top.end(), better);
-      out->top.back() = c;
-      std::push_heap(out->top.begin(), out->top.end(), better);
+    if (out.top.size() < k) {
+      out.top.push_back(c);
+      std::push_heap(out.top.begin(), out.top.end(), better);
+    } else if (better(c, out.top.front())) {
+      std::pop_heap(out.top.begin(), out.top.end(), better);
+      out.top.back() = c;
+      std::push_heap(out.top.begin(), out.top.end(), better);
     }
   }
-  std::sort_heap(out->top.begin(), out->top.end(), better);
-  for (TokenLogprob& t : out->top) t.logprob = float(double(t.logprob) - lse);
+  std::sort_heap(out.top.begin(), out.top.end(), better);
+  for (TokenLogprob& t : out.top) t.logprob = float(double(t.logprob) - lse);
+  return out;
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, SampleResult* out) {

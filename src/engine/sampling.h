@@ -44,6 +44,17 @@ struct TokenLogprob {
   float logprob;
 };
 
+// One token with its log-probability and the most likely tokens at its position.
+struct TokenOutput {
+  int32_t token = -1;
+  float logprob = 0.0f;             // with SamplingParams::logprobs
+  std::vector<TokenLogprob> top;    // SamplingParams::top_logprobs entries
+};
+
+// log-softmax(logits)[token] and the top_n most likely tokens (ties to the lower id), from
+// one row of raw logits.
+TokenOutput token_logprobs(const float* logits, int64_t n_vocab, int32_t token, int32_t top_n);
+
 struct SampleResult {
   int32_t token = -1;
   float logprob = 0.0f;              // set when params.logprobs

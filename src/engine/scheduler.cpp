@@ -11,8 +11,8 @@ Step StepPlan::to_step() const {
   step.tokens.reserve(size_t(n_batched_tokens));
   for (const ScheduledSeq& s : seqs) {
     step.tokens.insert(step.tokens.end(), s.tokens.begin(), s.tokens.end());
-    step.seqs.push_back(SeqSlice{&s.block_table, s.pos0, s.n_tokens,
-                                 s.produces_logits ? LogitRows::kLast : LogitRows::kNone});
+    const LogitRows rows = s.all_logits ? LogitRows::kAll : s.produces_logits ? LogitRows::kLast : LogitRows::kNone;
+    step.seqs.push_back(SeqSlice{&s.block_table, s.pos0, s.n_tokens, rows});
   }
   return step;
 }
@@ -141,6 +141,8 @@ void Scheduler::add_to_plan(Seq& s, int64_t n_tokens, StepPlan& plan) {
                     s.tokens.begin() + std::ptrdiff_t(s.n_computed + n_tokens));
   // A decode always samples; a prompt chunk only when it reaches the prompt's end.
   out.produces_logits = s.n_computed + n_tokens >= s.n_prompt;
+  // Only the first prefill: after a preemption the recomputed prompt's logits were reported.
+  out.all_logits = s.req.prompt_logits && s.n_generated == 0;
   plan.n_batched_tokens += n_tokens;
   plan.seqs.push_back(std::move(out));
 }
@@ -205,15 +207,19 @@ void Scheduler::schedule_admissions(StepPlan& plan, int64_t& budget) {
     if (std::find(plan.preempted.begin(), plan.preempted.end(), id) != plan.preempted.end())
       return;
     Seq& s = seqs_.at(id);
-    const int32_t need = blocks_.blocks_needed(s.tokens);
+    // Cached positions produce no logits, so a request that wants every prompt position's
+    // logits prefills its first prompt whole.
+    const bool whole = s.req.prompt_logits && s.n_generated == 0;
+    const int32_t need = whole ? blocks_.blocks_for(s.n_prompt) : blocks_.blocks_needed(s.tokens);
     // With nothing running, the watermark would only keep a large request out forever.
     const int32_t headroom = running_.empty() ? 0 : watermark_blocks;
     // Head-of-line blocking is deliberate: skipping to a smaller request would starve
     // large ones under steady load.
     if (need + headroom > blocks_.n_available()) return;
     std::vector<int32_t> prompt(s.tokens.begin(), s.tokens.begin() + std::ptrdiff_t(s.n_prompt));
-    const std::optional<int64_t> cached = blocks_.allocate_with_prefix(id, prompt);
-    if (!cached) return;  // cannot happen after the check above; stay safe anyway
+    const std::optional<int64_t> cached =
+        whole ? (blocks_.append(id, s.n_prompt) ? std::optional<int64_t>(0) : std::nullopt) : blocks_.allocate_with_prefix(id, prompt);
+    if (!cached) return;  // cannot happen after the checks above; stay safe anyway
     waiting_.erase(waiting_.begin() + std::ptrdiff_t(w));
     s.state = RequestState::kRunning;
     s.n_computed = *cached;

@@ -44,6 +44,9 @@ struct Request {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 16;
   int32_t priority = 0;  // lower is more urgent; only the kPriority policy looks at it
+  // Every prompt position's logits are wanted (prompt logprobs): the prompt is prefilled
+  // without prefix-cache hits and its chunks produce all their rows.
+  bool prompt_logits = false;
 };
 
 enum class RequestState { kWaiting, kRunning, kFinished };
@@ -57,6 +60,11 @@ struct ScheduledSeq {
   int64_t n_tokens = 0;
   std::vector<int32_t> tokens;  // the n_tokens token ids fed at pos0..
   bool produces_logits = false;  // last token's logits are sampled (prompt end or decode)
+  // A chunk of a prompt_logits request's first prefill: a logit row for every token (the
+  // last one is the sampled row when produces_logits).
+  bool all_logits = false;
+  // Logit rows this sequence has in the step's output.
+  int64_t n_logit_rows() const { return all_logits ? n_tokens : (produces_logits ? 1 : 0); }
 };
 
 struct StepPlan {

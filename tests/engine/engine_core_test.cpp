@@ -261,6 +261,75 @@ TEST(EngineCore, AbortFreesBlocksAtOnceAndOthersContinue) {
   EXPECT_EQ(core.metrics().request_success_total[size_t(FinishKind::kAbort)], 2u);
 }
 
+// Prompt logprobs of the reference path: log-softmax of each position's logits.
+std::vector<TokenOutput> reference_prompt_logprobs(const std::vector<int32_t>& prompt, int32_t top, ThreadPool& pool) {
+  SingleSequence seq(*fx().model, int64_t(prompt.size()) + 1);
+  const int64_t n_vocab = fx().model->config().n_vocab;
+  const std::vector<float> rows = seq.prefill(prompt, true, pool);
+  std::vector<TokenOutput> out;
+  for (size_t p = 0; p + 1 < prompt.size(); ++p) out.push_back(token_logprobs(rows.data() + p * size_t(n_vocab), n_vocab, prompt[p + 1], top));
+  return out;
+}
+
+void expect_same_logprobs(const std::vector<TokenOutput>& got, const std::vector<TokenOutput>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].token, want[i].token) << "position " << i + 1;
+    EXPECT_NEAR(got[i].logprob, want[i].logprob, 1e-4) << "position " << i + 1;
+    ASSERT_EQ(got[i].top.size(), want[i].top.size());
+    for (size_t k = 0; k < got[i].top.size(); ++k) {
+      EXPECT_EQ(got[i].top[k].token, want[i].top[k].token) << "position " << i + 1;
+      EXPECT_NEAR(got[i].top[k].logprob, want[i].top[k].logprob, 1e-4);
+    }
+  }
+}
+
+TEST(EngineCore, PromptLogprobsMatchTheReferenceInChunksAndDespiteTheCache) {
+  ThreadPool pool(2);
+  const std::vector<int32_t> prompt = prompt_of(70, 5);
+  const std::vector<TokenOutput> want = reference_prompt_logprobs(prompt, 3, pool);
+  // A 24-token budget prefills the prompt in three chunks beside another request's decodes;
+  // request 1 fills the prefix cache with the same prompt first.
+  EngineCore core(*fx().model, *fx().tok, config(32, 24, 4), pool);
+  Collector c;
+  core.add(1, prompt, greedy(3), c.sink());
+  run_to_completion(core);
+  EXPECT_TRUE(c.results.at(1).outputs.front().prompt_logprobs.empty());
+  GenerateParams p = greedy(4);
+  p.prompt_logprobs = 3;
+  core.add(2, prompt, p, c.sink());
+  core.add(3, prompt_of(9, 6), greedy(20), c.sink());
+  run_to_completion(core);
+  const Collector::Result& r = c.results.at(2);
+  expect_same_logprobs(r.outputs.front().prompt_logprobs, want);
+  for (size_t i = 1; i < r.outputs.size(); ++i) EXPECT_TRUE(r.outputs[i].prompt_logprobs.empty());
+  EXPECT_EQ(r.last().n_cached_tokens, 0) << "prompt logprobs need every position computed";
+  EXPECT_EQ(r.tokens, reference_greedy(prompt, 4, pool));
+  EXPECT_EQ(core.blocks().n_used(), 0);
+}
+
+TEST(EngineCore, PromptLogprobsSurvivePreemption) {
+  ThreadPool pool(2);
+  const int n_out = 40;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(prompt_of(20 + 7 * i, 400 + i));
+  // As above, 12 blocks for about 450 positions, and 16-token prefill chunks.
+  EngineCore core(*fx().model, *fx().tok, config(12, 16, 6), pool);
+  Collector c;
+  GenerateParams p = greedy(n_out);
+  p.prompt_logprobs = 2;
+  for (size_t i = 0; i < prompts.size(); ++i) core.add(int64_t(i), prompts[i], p, c.sink());
+  run_to_completion(core);
+  EXPECT_GT(core.metrics().num_preemptions_total, 0u);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Collector::Result& r = c.results.at(int64_t(i));
+    expect_same_logprobs(r.outputs.front().prompt_logprobs, reference_prompt_logprobs(prompts[i], 2, pool));
+    EXPECT_EQ(r.tokens, reference_greedy(prompts[i], n_out, pool));
+  }
+  EXPECT_EQ(core.blocks().n_used(), 0);
+}
+
 TEST(EngineCore, RequestsThatCanNeverRunAreRefusedWithTheField) {
   ThreadPool pool(1);
   EngineConfig cfg = config(8, 256, 8);
@@ -291,6 +360,9 @@ TEST(EngineCore, RequestsThatCanNeverRunAreRefusedWithTheField) {
   GenerateParams bias = greedy(4);
   bias.sampling.logit_bias = {{3, 1.0f}, {512, 5.0f}};
   EXPECT_EQ(param_of({1, 2}, bias), "logit_bias: logit_bias token id 512 is outside the vocabulary [0, 512)");
+  GenerateParams plp = greedy(4);
+  plp.prompt_logprobs = 21;
+  EXPECT_EQ(param_of({1, 2}, plp), "prompt_logprobs: prompt_logprobs must be -1 (off) or in [0, 20], got 21");
   bias.sampling.logit_bias = {{3, -200.0f}};
   EXPECT_EQ(param_of({1, 2}, bias), "logit_bias: logit_bias for token 3 must be in [-100, 100], got -200");
   EXPECT_FALSE(core.has_work());

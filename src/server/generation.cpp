@@ -51,6 +51,7 @@ class RunningRequest {
 
 struct Prepared {
   std::vector<int32_t> prompt;
+  std::string echo_text;  // completions with echo
   GenerationFields gen;
   ResponseMeta meta;
 };
@@ -107,6 +108,7 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
       CompletionRequest completion = parse_completion_request(body);
       check_model(completion.gen.model);
       p.prompt = prompter_.completion_prompt(completion);
+      if (completion.gen.echo) p.echo_text = completion.prompt_text ? *completion.prompt_text : engine_.tokenizer().decode(p.prompt, completion.gen.params.skip_special_tokens);
       p.gen = std::move(completion.gen);
     }
     fit_to_context(p.gen, int64_t(p.prompt.size()), engine_.limits(), api == Api::kChat ? "messages" : "prompt");
@@ -124,7 +126,10 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
                         p.gen.params.sampling.logprobs,
                         p.gen.params.sampling.top_logprobs,
                         p.gen.include_usage,
-                        p.gen.n};
+                        p.gen.n,
+                        p.gen.echo,
+                        p.echo_text,
+                        p.gen.echo ? p.prompt : std::vector<int32_t>{}};
 
   auto mailbox = std::make_shared<OutputMailbox>(co_await asio::this_coro::executor);
   RunningRequest run(engine_, mailbox);

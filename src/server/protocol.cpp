@@ -95,7 +95,8 @@ GenerationFields finish_common(const RawGeneration& r, bool chat) {
     throw unsupported("best_of", fmt::format("\"best_of\" must be 1 or equal to \"n\" ({}): returning the best of more choices is not supported, got {}",
                                              g.n, *r.best_of));
   }
-  if (r.echo && *r.echo) throw unsupported("echo", "\"echo\": true is not supported");
+  if (r.echo && *r.echo && chat) throw unsupported("echo", "\"echo\": true is supported for completions only");
+  g.echo = !chat && r.echo.value_or(false);
   if (r.suffix && !r.suffix->empty()) throw unsupported("suffix", "\"suffix\" is not supported");
   if (r.response_format) {
     const std::optional<std::string> type = FieldReader(*r.response_format, "response_format").string("type");
@@ -157,6 +158,8 @@ GenerationFields finish_common(const RawGeneration& r, bool chat) {
     }
     s.logprobs = true;
     s.top_logprobs = int32_t(*r.logprobs_n);
+    // The echoed prompt carries logprobs too.
+    if (g.echo) g.params.prompt_logprobs = s.top_logprobs;
   }
 
   if (r.stop) {

@@ -23,6 +23,7 @@ struct GenerationFields {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   int32_t n = 1;                      // choices: n engine requests on the same prompt
+  bool echo = false;                  // completions: the prompt comes back before the text
 };
 
 // The most choices one request may ask for.

@@ -83,6 +83,18 @@ Json logprobs_json(Api api, const Tokenizer& tok, const std::vector<TokenOutput>
   return Json{{"text_offset", offsets}, {"token_logprobs", logprobs}, {"tokens", strs}, {"top_logprobs", tops}};
 }
 
+Json echo_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt, const std::vector<TokenOutput>& prompt_logprobs,
+                        const std::vector<TokenOutput>& generated, int64_t& text_offset, int32_t top_n) {
+  std::vector<TokenOutput> all;
+  all.reserve(prompt_logprobs.size() + generated.size() + 1);
+  if (!prompt.empty()) all.push_back({prompt[0], 0.0f, {}});
+  all.insert(all.end(), prompt_logprobs.begin(), prompt_logprobs.end());
+  all.insert(all.end(), generated.begin(), generated.end());
+  Json j = logprobs_json(Api::kCompletion, tok, all, text_offset, top_n);
+  if (!prompt.empty()) j["token_logprobs"][0] = nullptr, j["top_logprobs"][0] = nullptr;
+  return j;
+}
+
 std::string stream_error_event(const std::string& message) { return error_body(internal_error(message)); }
 
 void UsageTally::record(int32_t index, const RequestOutput& out) {
@@ -97,7 +109,12 @@ Json UsageTally::json() const {
 }
 
 StreamEncoder::StreamEncoder(ResponseMeta meta, const Tokenizer& tok)
-    : meta_(std::move(meta)), tok_(tok), text_offset_(size_t(meta_.choices), 0), open_(meta_.choices), usage_(meta_.choices) {}
+    : meta_(std::move(meta)),
+      tok_(tok),
+      text_offset_(size_t(meta_.choices), 0),
+      started_(size_t(meta_.choices), false),
+      open_(meta_.choices),
+      usage_(meta_.choices) {}
 
 Json StreamEncoder::chunk(Json choice) const {
   Json j{{"id", meta_.id},
@@ -128,6 +145,14 @@ std::vector<std::string> StreamEncoder::encode(int32_t index, const RequestOutpu
     return events;
   }
   usage_.record(index, out);
+  if (meta_.echo && !started_[size_t(index)]) {
+    Json choice{{"index", index}, {"text", meta_.echo_text}};
+    choice["logprobs"] = meta_.logprobs ? echo_logprobs_json(tok_, meta_.echo_tokens, out.prompt_logprobs, {}, text_offset_[size_t(index)], meta_.top_logprobs)
+                                        : Json();
+    choice["finish_reason"] = nullptr;
+    events.push_back(dump(chunk(std::move(choice))));
+  }
+  started_[size_t(index)] = true;
   const bool with_logprobs = meta_.logprobs && !out.tokens.empty();
   if (!out.text.empty() || with_logprobs) {
     Json lp = with_logprobs ? logprobs_json(meta_.api, tok_, out.tokens, text_offset_[size_t(index)], meta_.top_logprobs) : Json();
@@ -164,6 +189,7 @@ ResponseCollector::ResponseCollector(ResponseMeta meta, const Tokenizer& tok)
 void ResponseCollector::add(int32_t index, const RequestOutput& out) {
   Choice& c = choices_[size_t(index)];
   c.text += out.text;
+  if (!out.prompt_logprobs.empty()) c.prompt_logprobs = out.prompt_logprobs;
   if (meta_.logprobs) c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
   usage_.record(index, out);
   if (!out.finished) return;
@@ -180,9 +206,11 @@ std::string ResponseCollector::body() const {
     const Choice& c = choices_[i];
     Json choice{{"index", i}};
     if (meta_.api == Api::kChat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else choice["text"] = c.text;
+    else choice["text"] = meta_.echo ? meta_.echo_text + c.text : c.text;
     int64_t offset = 0;
-    choice["logprobs"] = meta_.logprobs ? logprobs_json(meta_.api, tok_, c.tokens, offset, meta_.top_logprobs) : Json();
+    if (!meta_.logprobs) choice["logprobs"] = Json();
+    else if (meta_.echo) choice["logprobs"] = echo_logprobs_json(tok_, meta_.echo_tokens, c.prompt_logprobs, c.tokens, offset, meta_.top_logprobs);
+    else choice["logprobs"] = logprobs_json(meta_.api, tok_, c.tokens, offset, meta_.top_logprobs);
     choice["finish_reason"] = finish_kind_name(c.kind);
     choice["stop_reason"] = stop_reason(c.stop_string, c.stop_token);
     choices.push_back(std::move(choice));

@@ -35,6 +35,11 @@ struct ResponseMeta {
   int32_t top_logprobs = 0;
   bool include_usage = false;  // streams only
   int32_t choices = 1;         // n
+  // Completions with echo: the prompt's text and ids, sent back before each choice's text
+  // (and, with logprobs, the prompt tokens' logprobs first, the first token's null).
+  bool echo = false;
+  std::string echo_text;
+  std::vector<int32_t> echo_tokens;
 };
 
 // A 200 response with a JSON body.
@@ -52,6 +57,11 @@ Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached
 // "tokens", "top_logprobs"}, offsets counted on from text_offset, which is advanced past these
 // tokens; chat: {"content": [...]}.
 Json logprobs_json(Api api, const Tokenizer& tok, const std::vector<TokenOutput>& tokens, int64_t& text_offset, int32_t top_n);
+
+// Completion logprobs of an echoed prompt: its first token with null logprob and top list,
+// then prompt_logprobs (one per later prompt token), then `generated`.
+Json echo_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt, const std::vector<TokenOutput>& prompt_logprobs,
+                        const std::vector<TokenOutput>& generated, int64_t& text_offset, int32_t top_n);
 
 // The error object a stream sends when the engine fails a request it had accepted.
 std::string stream_error_event(const std::string& message);
@@ -86,6 +96,7 @@ class StreamEncoder {
   ResponseMeta meta_;
   const Tokenizer& tok_;
   std::vector<int64_t> text_offset_;  // per choice
+  std::vector<bool> started_;         // per choice: its first output was encoded
   int32_t open_;                      // choices not finished yet
   UsageTally usage_;
   bool done_ = false;
@@ -106,6 +117,7 @@ class ResponseCollector {
  private:
   struct Choice {
     std::string text;
+    std::vector<TokenOutput> prompt_logprobs;  // with echo and logprobs
     std::vector<TokenOutput> tokens;
     FinishKind kind = FinishKind::kNone;
     std::string stop_string;

@@ -153,12 +153,22 @@ TEST(Protocol, UnsupportedFeaturesAre400) {
                  {400, "unsupported_value", "best_of", "\"best_of\" must be 1 or equal to \"n\" (1): returning the best of more choices is not supported, got 3"});
   bad_completion(R"(, "n": 2, "best_of": 4)",
                  {400, "unsupported_value", "best_of", "\"best_of\" must be 1 or equal to \"n\" (2): returning the best of more choices is not supported, got 4"});
-  bad_completion(R"(, "echo": true)", {400, "unsupported_value", "echo", "\"echo\": true is not supported"});
+  bad_chat(R"(, "echo": true)", {400, "unsupported_value", "echo", "\"echo\": true is supported for completions only"});
   bad_completion(R"(, "suffix": "end")", {400, "unsupported_value", "suffix", "\"suffix\" is not supported"});
   bad_chat(R"(, "response_format": {"type": "json_object"})",
            {400, "unsupported_value", "response_format", "\"response_format\" of type \"json_object\" is not supported; only \"text\""});
   bad_chat(R"(, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])",
            {400, "unsupported_value", "messages[0].content[0].type", "content parts of type \"image_url\" are not supported; only \"text\""});
+}
+
+TEST(Protocol, EchoAsksForPromptLogprobsWithLogprobs) {
+  EXPECT_FALSE(completion("").gen.echo);
+  const CompletionRequest plain = completion(R"(, "echo": true)");
+  EXPECT_TRUE(plain.gen.echo);
+  EXPECT_EQ(plain.gen.params.prompt_logprobs, -1);
+  const CompletionRequest scored = completion(R"(, "echo": true, "logprobs": 2)");
+  EXPECT_EQ(scored.gen.params.prompt_logprobs, 2);
+  EXPECT_EQ(completion(R"(, "logprobs": 2)").gen.params.prompt_logprobs, -1);
 }
 
 TEST(Protocol, SeveralChoices) {

@@ -25,7 +25,15 @@ class Responses : public ::testing::Test {
   static void TearDownTestSuite() { delete tok_; }
 
   static ResponseMeta meta(Api api, bool logprobs = false, int32_t top = 0, bool usage = false) {
-    return ResponseMeta{api, api == Api::kChat ? "chatcmpl-x" : "cmpl-x", 123, "m", logprobs, top, usage};
+    ResponseMeta m;
+    m.api = api;
+    m.id = api == Api::kChat ? "chatcmpl-x" : "cmpl-x";
+    m.created = 123;
+    m.model = "m";
+    m.logprobs = logprobs;
+    m.top_logprobs = top;
+    m.include_usage = usage;
+    return m;
   }
   static RequestOutput output(const std::string& text, std::vector<TokenOutput> tokens = {}) {
     RequestOutput o;
@@ -152,6 +160,38 @@ TEST_F(Responses, CollectedBodyOfSeveralChoices) {
   EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
   EXPECT_EQ(j["choices"][2]["text"], "two");
   EXPECT_EQ(j["usage"], Json::parse(R"({"prompt_tokens":5,"completion_tokens":13,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":2}})"));
+}
+
+TEST_F(Responses, EchoPutsThePromptAndItsLogprobsFirst) {
+  ResponseMeta m = meta(Api::kCompletion, true, 1);
+  m.echo = true;
+  m.echo_text = "Hi";
+  m.echo_tokens = {72, 105};
+  RequestOutput out = last("", FinishKind::kLength);
+  out.prompt_logprobs = {{105, -0.5f, {{105, -0.5f}}}};
+  out.tokens = {{300, -1.0f, {{300, -1.0f}}}};
+  out.text = piece(300);
+  const std::string h = piece(72), i = piece(105), x = piece(300);
+
+  ResponseCollector col(m, *tok_);
+  col.add(0, out);
+  const Json j = Json::parse(col.body());
+  EXPECT_EQ(j["choices"][0]["text"], "Hi" + x);
+  EXPECT_EQ(j["choices"][0]["logprobs"],
+            Json({{"text_offset", {0, int64_t(h.size()), int64_t(h.size() + i.size())}},
+                  {"token_logprobs", {nullptr, -0.5, -1.0}},
+                  {"tokens", {h, i, x}},
+                  {"top_logprobs", {nullptr, {{i, -0.5}}, {{x, -1.0}}}}}));
+
+  StreamEncoder enc(m, *tok_);
+  const std::vector<std::string> events = enc.encode(0, out);
+  ASSERT_EQ(events.size(), 4u);  // echo, text, finish, [DONE]
+  const Json echo = Json::parse(events[0]);
+  EXPECT_EQ(echo["choices"][0]["text"], "Hi");
+  EXPECT_EQ(echo["choices"][0]["logprobs"]["token_logprobs"], Json({nullptr, -0.5}));
+  const Json text = Json::parse(events[1]);
+  EXPECT_EQ(text["choices"][0]["text"], x);
+  EXPECT_EQ(text["choices"][0]["logprobs"]["text_offset"], Json({int64_t(h.size() + i.size())}));
 }
 
 TEST_F(Responses, CompletionLogprobsCountOffsetsAcrossChunks) {

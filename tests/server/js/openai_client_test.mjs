@@ -184,6 +184,20 @@ async function basics() {
   eq(finishes, ['length', 'length'], 'streamed n = 2 finish reasons');
   eq([pairUsage.prompt_tokens, pairUsage.completion_tokens], [chatTokens, 16], 'streamed n = 2 usage');
 
+  // Echo with logprobs scores the prompt (as lm-eval's loglikelihood requests do): the
+  // prompt's tokens come back first, the first without a logprob.
+  const scored = await client.completions.create({ model, prompt, max_tokens: 1, echo: true, logprobs: 1, ...greedy });
+  const sl = scored.choices[0].logprobs;
+  ok(scored.choices[0].text.startsWith(prompt), `echoed text ${JSON.stringify(scored.choices[0].text)}`);
+  eq(sl.tokens.length, promptTokens + 1, 'echo logprobs cover the prompt and the generated token');
+  eq([sl.token_logprobs[0], sl.top_logprobs[0]], [null, null], 'the first prompt token has no logprob');
+  ok(sl.token_logprobs.slice(1).every((x) => x <= 0), 'prompt logprobs are log-probabilities');
+  eq(scored.choices[0].text.slice(prompt.length), c.choices[0].text.slice(0, scored.choices[0].text.length - prompt.length), 'echo then the greedy text');
+  const echoStream = await client.completions.create({ model, prompt, max_tokens: 4, echo: true, stream: true, ...greedy });
+  let echoed = '';
+  for await (const chunk of echoStream) echoed += chunk.choices[0]?.text ?? '';
+  ok(echoed.startsWith(prompt) && c.choices[0].text.startsWith(echoed.slice(prompt.length)), `streamed echo ${JSON.stringify(echoed)}`);
+
   // A +100 bias makes greedy decoding pick that token every step.
   const biased = await client.completions.create({ model, prompt, max_tokens: 4, logit_bias: { 72: 100 }, ...greedy });
   eq(biased.choices[0].text, 'HHHH', 'logit_bias +100 on "H"');

@@ -175,13 +175,19 @@ void Scheduler::schedule_decodes(StepPlan& plan, int64_t& budget) {
   }
 }
 
+int64_t Scheduler::chunk_size(const Seq& s, int64_t budget) {
+  const int64_t n = std::min(budget, s.n_prompt - s.n_computed);
+  // An all-logits chunk returns a vocabulary-wide row per token; bound what one step holds.
+  return s.req.prompt_logits && s.n_generated == 0 ? std::min(n, kMaxPromptLogitRows) : n;
+}
+
 void Scheduler::schedule_prefills(StepPlan& plan, int64_t& budget) {
   for (int64_t id : running_) {
     if (budget <= 0) return;
     Seq& s = seqs_.at(id);
     if (s.n_computed >= s.n_prompt) continue;  // decoding, handled in step 1
     // Admission reserved blocks for the whole prompt, so a chunk never needs blocks.
-    const int64_t n = std::min(budget, s.n_prompt - s.n_computed);
+    const int64_t n = chunk_size(s, budget);
     add_to_plan(s, n, plan);
     budget -= n;
   }
@@ -224,7 +230,7 @@ void Scheduler::schedule_admissions(StepPlan& plan, int64_t& budget) {
     s.state = RequestState::kRunning;
     s.n_computed = *cached;
     insert_running(id);
-    const int64_t n = std::min(budget, s.n_prompt - s.n_computed);
+    const int64_t n = chunk_size(s, budget);
     add_to_plan(s, n, plan);
     budget -= n;
   }

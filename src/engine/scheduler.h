@@ -31,6 +31,10 @@
 
 namespace moe {
 
+// The most logit rows a prompt_logits request's prefill chunk produces in one step (with a
+// 129k vocabulary, 256 rows are 132 MB of f32 logits).
+inline constexpr int64_t kMaxPromptLogitRows = 256;
+
 struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;
@@ -139,6 +143,8 @@ class Scheduler {
   void add_to_plan(Seq& s, int64_t n_tokens, StepPlan& plan);
   // Step 1 and 2 and 3 of the header comment; each consumes budget.
   void schedule_decodes(StepPlan& plan, int64_t& budget);
+  // Prompt tokens the sequence's next chunk takes within the step's token budget.
+  static int64_t chunk_size(const Seq& s, int64_t budget);
   void schedule_prefills(StepPlan& plan, int64_t& budget);
   void schedule_admissions(StepPlan& plan, int64_t& budget);
   // Index in waiting_ of the next request to admit.

@@ -293,5 +293,41 @@ TEST(Scheduler, RandomizedSimulationRunsToCompletion) {
   EXPECT_GT(total_preemptions, 0);  // the block pressure is part of what is tested
 }
 
+TEST(Scheduler, PromptLogitsSkipTheCacheAndBoundTheirChunks) {
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 2048;
+  BlockManager bm(128, 16);
+  Scheduler sch(cfg, bm);
+  ASSERT_TRUE(sch.add(Request{1, toks(600), 2}));
+  run_all(sch, bm, cfg);
+  // The same prompt again: a plain request reuses the cached blocks, a prompt-logits one
+  // prefills all 600 positions in bounded chunks that produce every row.
+  Request plain{2, toks(600), 2};
+  Request scored{3, toks(600), 2};
+  scored.prompt_logits = true;
+  ASSERT_TRUE(sch.add(plain));
+  ASSERT_TRUE(sch.add(scored));
+  std::vector<int64_t> chunks;
+  int64_t plain_pos0 = -1;
+  while (sch.has_unfinished()) {
+    const StepPlan plan = sch.schedule();
+    for (const ScheduledSeq& s : plan.seqs) {
+      if (s.id == 2 && plain_pos0 < 0) plain_pos0 = s.pos0;
+      if (s.id == 3 && s.all_logits) {
+        EXPECT_EQ(s.pos0, std::accumulate(chunks.begin(), chunks.end(), int64_t(0)));
+        EXPECT_EQ(s.n_logit_rows(), s.n_tokens);
+        chunks.push_back(s.n_tokens);
+      }
+      if (s.id == 3 && !s.all_logits) {
+        EXPECT_EQ(s.n_logit_rows(), 1) << "decodes sample one row";
+      }
+    }
+    sch.on_step_done(plan, check_and_sample(sch, bm, cfg, plan));
+  }
+  EXPECT_EQ(plain_pos0, 592) << "the plain request starts after its cached blocks";
+  EXPECT_EQ(chunks, (std::vector<int64_t>{256, 256, 88}));
+  EXPECT_EQ(bm.validate(), "");
+}
+
 }  // namespace
 }  // namespace moe

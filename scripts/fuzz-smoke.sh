@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the GGUF fuzzer with clang (libFuzzer, ASan, UBSan) into build-fuzz and runs it for
-# a bounded time on a scratch copy of the committed seeds. Exits non-zero when the fuzzer
-# finds a crash, a sanitizer report, a leak, a timeout or an out-of-memory; the input that
-# did it is left in build-fuzz/gguf-fuzz-run/findings/ (replay: build-fuzz/fuzz/gguf_fuzz FILE).
+# Builds the fuzzers with clang (libFuzzer, ASan, UBSan) into build-fuzz and runs each for a
+# bounded time on a scratch copy of its committed seeds (fuzz/corpus/NAME): gguf (the GGUF
+# reader) and protocol (the OpenAI request parsing). Exits non-zero when a fuzzer finds a
+# crash, a sanitizer report, a leak, a timeout or an out-of-memory; the input that did it is
+# left in build-fuzz/NAME-fuzz-run/findings/ (replay: build-fuzz/fuzz/NAME_fuzz FILE).
 #
-#   FUZZ_SECONDS (default 30)  how long to fuzz
+#   FUZZ_SECONDS (default 30)  how long to fuzz each target
 #   JOBS (default 2)           build parallelism
 set -euo pipefail
 
@@ -18,21 +19,24 @@ seconds=${FUZZ_SECONDS:-30}
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOENGINE_FUZZ=ON -DMOENGINE_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
-ninja -C "$build" -j "${JOBS:-2}" gguf_fuzz
-
-work="$build/gguf-fuzz-run"
-rm -rf "$work"
-mkdir -p "$work/corpus" "$work/findings"
-cp "$root"/fuzz/corpus/gguf/* "$work/corpus/"
+ninja -C "$build" -j "${JOBS:-2}" gguf_fuzz protocol_fuzz
 
 # UBSan only prints by default; a report must fail the run like an ASan one does.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-start=$(date +%s)
-status=0
-"$build/fuzz/gguf_fuzz" "$work/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
-  -timeout=10 -print_funcs=0 -print_final_stats=1 -artifact_prefix="$work/findings/" || status=$?
-echo "fuzz-smoke: gguf_fuzz ran $(( $(date +%s) - start )) s, exit status $status"
-if [ "$status" -ne 0 ] || [ -n "$(ls -A "$work/findings")" ]; then
-  echo "fuzz-smoke: FAILED; reproducers in $work/findings/" >&2
-  exit 1
-fi
+failed=0
+for name in gguf protocol; do
+  work="$build/$name-fuzz-run"
+  rm -rf "$work"
+  mkdir -p "$work/corpus" "$work/findings"
+  cp "$root"/fuzz/corpus/$name/* "$work/corpus/"
+  start=$(date +%s)
+  status=0
+  "$build/fuzz/${name}_fuzz" "$work/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    -timeout=10 -print_funcs=0 -print_final_stats=1 -artifact_prefix="$work/findings/" || status=$?
+  echo "fuzz-smoke: ${name}_fuzz ran $(( $(date +%s) - start )) s, exit status $status"
+  if [ "$status" -ne 0 ] || [ -n "$(ls -A "$work/findings")" ]; then
+    echo "fuzz-smoke: ${name}_fuzz FAILED; reproducers in $work/findings/" >&2
+    failed=1
+  fi
+done
+exit "$failed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what is needed, builds, runs every
-# CTest test, then a bounded fuzzing run of the GGUF reader.
+# CTest test, then bounded fuzzing runs of the GGUF reader and the request parsing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"

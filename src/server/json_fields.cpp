@@ -18,6 +18,11 @@ Json parse_json_body(std::string_view body) {
     std::string what = e.what();
     const size_t at = what.find("parse error");
     throw invalid_json("the request body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at)));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number too large for a double ("1e999") parses as JSON but cannot be held.
+    std::string what = e.what();
+    const size_t at = what.find("number overflow");
+    throw invalid_json("the request body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at)));
   }
   if (!j.is_object()) throw wrong_type("", "the request body must be a JSON object, got " + describe_json(j));
   return j;

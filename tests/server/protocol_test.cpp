@@ -63,6 +63,12 @@ TEST(Protocol, MalformedJsonIs400) {
   EXPECT_EQ(std::string(e.what()).rfind("the request body is not valid JSON: parse error at line 1, column 11", 0), 0u) << e.what();
 }
 
+TEST(Protocol, NumberTooLargeForADoubleIs400) {
+  // Found by protocol_fuzz: nlohmann reports it as out_of_range, not as a parse error.
+  expect_error([] { parse_json_body(R"({"model": "m", "prompt": [1e999]})"); },
+               {400, "invalid_json", "", "the request body is not valid JSON: number overflow parsing '1e999'"});
+}
+
 TEST(Protocol, BodyThatIsNotAnObjectIs422) {
   expect_error([] { parse_json_body("[1, 2]"); }, {422, "invalid_type", "", "the request body must be a JSON object, got an array"});
 }

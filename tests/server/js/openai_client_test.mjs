@@ -231,6 +231,8 @@ async function badInputsBesideALongStream() {
   const cases = [
     ['malformed JSON', '/v1/chat/completions', '{"model": "x", "messages": [',
       err(400, IR, 'invalid_json', null, "the request body is not valid JSON: parse error at line 1, column 29: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal")],
+    ['number beyond a double', '/v1/completions', `{"model": "${model}", "prompt": [1e999]}`,
+      err(400, IR, 'invalid_json', null, "the request body is not valid JSON: number overflow parsing '1e999'")],
     ['wrong type', '/v1/chat/completions', chatBody({ max_tokens: '16' }),
       err(422, IR, 'invalid_type', 'max_tokens', '"max_tokens" must be an integer, got a string')],
     ['missing field', '/v1/chat/completions', JSON.stringify({ model }),

@@ -108,7 +108,10 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
       CompletionRequest completion = parse_completion_request(body);
       check_model(completion.gen.model);
       p.prompt = prompter_.completion_prompt(completion);
-      if (completion.gen.echo) p.echo_text = completion.prompt_text ? *completion.prompt_text : engine_.tokenizer().decode(p.prompt, completion.gen.params.skip_special_tokens);
+      if (completion.gen.echo) {
+        p.echo_text = completion.prompt_text ? *completion.prompt_text
+                                             : engine_.tokenizer().decode(p.prompt, completion.gen.params.skip_special_tokens);
+      }
       p.gen = std::move(completion.gen);
     }
     fit_to_context(p.gen, int64_t(p.prompt.size()), engine_.limits(), api == Api::kChat ? "messages" : "prompt");

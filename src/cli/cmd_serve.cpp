@@ -68,6 +68,16 @@ void run(const ServeArgs& a) {
   ec.engine.scheduler.policy = a.scheduling_policy == "priority" ? SchedulerConfig::Policy::kPriority : SchedulerConfig::Policy::kFcfs;
   ec.engine.block_size = a.block_size;
   ec.engine.n_blocks = kv_blocks_for_memory(*model, a.kv_cache_memory, a.block_size);
+  // An explicit length the model or the cache cannot hold is refused; the default (the
+  // model's context) is only capped, per request, at the cache's size.
+  if (a.max_model_len > model->config().n_ctx_train) {
+    fail("--max-model-len {} is more than the model's context length ({} tokens)", a.max_model_len, model->config().n_ctx_train);
+  }
+  const int64_t kv_tokens = int64_t(ec.engine.n_blocks) * a.block_size;
+  if (a.max_model_len > kv_tokens) {
+    fail("--max-model-len {} is more than the KV cache holds ({} tokens in {} GiB); raise --kv-cache-memory or lower --max-model-len",
+         a.max_model_len, kv_tokens, a.kv_cache_memory);
+  }
   ec.engine.max_model_len = a.max_model_len;
   ec.threads = a.threads;
   ec.max_waiting = a.max_waiting;

@@ -247,6 +247,15 @@ TEST_F(Serve, BadFlagsAreClearErrors) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("error: --chat-template: cannot open '/nonexistent/template.jinja' (and it is not template text)"), std::string::npos)
       << r.out;
+  r = run_cli("serve --model " + model_ + " --max-model-len 5000");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("error: --max-model-len 5000 is more than the model's context length (4096 tokens)"), std::string::npos) << r.out;
+  r = run_cli("serve --model " + model_ + " --max-model-len 1024 --kv-cache-memory 0.0005");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("error: --max-model-len 1024 is more than the KV cache holds (464 tokens in 0.0005 GiB); raise --kv-cache-memory "
+                       "or lower --max-model-len"),
+            std::string::npos)
+      << r.out;
   r = run_cli("serve --model " + model_ + " --scheduling-policy lifo");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("--scheduling-policy"), std::string::npos) << r.out;

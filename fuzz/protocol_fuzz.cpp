@@ -1,7 +1,7 @@
 // libFuzzer target for the OpenAI request parsing. Any body must either become a completion,
 // chat, tokenize or detokenize request or throw ApiError (the server's 4xx answer); no other
-// exception may escape and nothing may crash. A request that parses is also fitted to a context, which
-// checks its token ids, max_tokens and logit_bias against the limits.
+// exception may escape and nothing may crash. A request that parses is also fitted to a
+// context, which checks its token ids, max_tokens and logit_bias against the limits.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -99,9 +99,9 @@ double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 void Sampler::fill_logprobs(const float* logits, int64_t n_vocab, int32_t token, SampleResult* out) {
   out->top.clear();
   if (!params_.logprobs) return;
-  const TokenOutput t = token_logprobs(logits, n_vocab, token, params_.top_logprobs);
+  TokenOutput t = token_logprobs(logits, n_vocab, token, params_.top_logprobs);
   out->logprob = t.logprob;
-  out->top = t.top;
+  out->top = std::move(t.top);
 }
 
 TokenOutput token_logprobs(const float* logits, int64_t n_vocab, int32_t token, int32_t top_n) {

@@ -141,8 +141,7 @@ void Scheduler::add_to_plan(Seq& s, int64_t n_tokens, StepPlan& plan) {
                     s.tokens.begin() + std::ptrdiff_t(s.n_computed + n_tokens));
   // A decode always samples; a prompt chunk only when it reaches the prompt's end.
   out.produces_logits = s.n_computed + n_tokens >= s.n_prompt;
-  // Only the first prefill: after a preemption the recomputed prompt's logits were reported.
-  out.all_logits = s.req.prompt_logits && s.n_generated == 0;
+  out.all_logits = wants_all_logits(s);
   plan.n_batched_tokens += n_tokens;
   plan.seqs.push_back(std::move(out));
 }
@@ -178,7 +177,7 @@ void Scheduler::schedule_decodes(StepPlan& plan, int64_t& budget) {
 int64_t Scheduler::chunk_size(const Seq& s, int64_t budget) {
   const int64_t n = std::min(budget, s.n_prompt - s.n_computed);
   // An all-logits chunk returns a vocabulary-wide row per token; bound what one step holds.
-  return s.req.prompt_logits && s.n_generated == 0 ? std::min(n, kMaxPromptLogitRows) : n;
+  return wants_all_logits(s) ? std::min(n, kMaxPromptLogitRows) : n;
 }
 
 void Scheduler::schedule_prefills(StepPlan& plan, int64_t& budget) {
@@ -215,7 +214,7 @@ void Scheduler::schedule_admissions(StepPlan& plan, int64_t& budget) {
     Seq& s = seqs_.at(id);
     // Cached positions produce no logits, so a request that wants every prompt position's
     // logits prefills its first prompt whole.
-    const bool whole = s.req.prompt_logits && s.n_generated == 0;
+    const bool whole = wants_all_logits(s);
     const int32_t need = whole ? blocks_.blocks_for(s.n_prompt) : blocks_.blocks_needed(s.tokens);
     // With nothing running, the watermark would only keep a large request out forever.
     const int32_t headroom = running_.empty() ? 0 : watermark_blocks;

@@ -143,6 +143,9 @@ class Scheduler {
   void add_to_plan(Seq& s, int64_t n_tokens, StepPlan& plan);
   // Step 1 and 2 and 3 of the header comment; each consumes budget.
   void schedule_decodes(StepPlan& plan, int64_t& budget);
+  // A prompt_logits request's first prefill: no prefix-cache hits, every logit row. After a
+  // preemption the recomputed prompt's logits were already reported.
+  static bool wants_all_logits(const Seq& s) { return s.req.prompt_logits && s.n_generated == 0; }
   // Prompt tokens the sequence's next chunk takes within the step's token budget.
   static int64_t chunk_size(const Seq& s, int64_t budget);
   void schedule_prefills(StepPlan& plan, int64_t& budget);

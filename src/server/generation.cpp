@@ -130,7 +130,6 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
                         p.gen.params.sampling.top_logprobs,
                         p.gen.include_usage,
                         p.gen.n,
-                        p.gen.echo,
                         p.echo_text,
                         p.gen.echo ? p.prompt : std::vector<int32_t>{}};
 

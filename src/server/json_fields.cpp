@@ -12,17 +12,13 @@ Json parse_json_body(std::string_view body) {
   Json j;
   try {
     j = Json::parse(body.begin(), body.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's text starts with its own prefix ("[json.exception.parse_error.101] parse
-    // error at line 1, column 5: ..."): keep what a client can act on.
-    std::string what = e.what();
-    const size_t at = what.find("parse error");
-    throw invalid_json("the request body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at)));
-  } catch (const nlohmann::json::out_of_range& e) {
-    // A number too large for a double ("1e999") parses as JSON but cannot be held.
-    std::string what = e.what();
-    const size_t at = what.find("number overflow");
-    throw invalid_json("the request body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at)));
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number too large for a double ("1e999"). nlohmann's text starts
+    // with its own prefix ("[json.exception.parse_error.101] parse error at line 1, ..."):
+    // keep what a client can act on.
+    const std::string what = e.what();
+    const size_t at = what.find("] ");
+    throw invalid_json("the request body is not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
   }
   if (!j.is_object()) throw wrong_type("", "the request body must be a JSON object, got " + describe_json(j));
   return j;

@@ -61,7 +61,7 @@ void check_range(const std::optional<double>& v, const char* name, double lo, do
 }
 
 // {"token id": bias}: ids as decimal strings (OpenAI's form), biases in [-100, 100]. Ids
-// past the vocabulary are refused by the engine, which knows its size.
+// past the vocabulary are refused by fit_to_context, which knows its size.
 std::vector<std::pair<int32_t, float>> read_logit_bias(const Json& bias) {
   std::vector<std::pair<int32_t, float>> out;
   for (const auto& [key, value] : bias.items()) {

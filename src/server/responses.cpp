@@ -145,7 +145,7 @@ std::vector<std::string> StreamEncoder::encode(int32_t index, const RequestOutpu
     return events;
   }
   usage_.record(index, out);
-  if (meta_.echo && !started_[size_t(index)]) {
+  if (meta_.echo() && !started_[size_t(index)]) {
     Json choice{{"index", index}, {"text", meta_.echo_text}};
     choice["logprobs"] = meta_.logprobs ? echo_logprobs_json(tok_, meta_.echo_tokens, out.prompt_logprobs, {}, text_offset_[size_t(index)], meta_.top_logprobs)
                                         : Json();
@@ -206,10 +206,10 @@ std::string ResponseCollector::body() const {
     const Choice& c = choices_[i];
     Json choice{{"index", i}};
     if (meta_.api == Api::kChat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else choice["text"] = meta_.echo ? meta_.echo_text + c.text : c.text;
+    else choice["text"] = meta_.echo() ? meta_.echo_text + c.text : c.text;
     int64_t offset = 0;
     if (!meta_.logprobs) choice["logprobs"] = Json();
-    else if (meta_.echo) choice["logprobs"] = echo_logprobs_json(tok_, meta_.echo_tokens, c.prompt_logprobs, c.tokens, offset, meta_.top_logprobs);
+    else if (meta_.echo()) choice["logprobs"] = echo_logprobs_json(tok_, meta_.echo_tokens, c.prompt_logprobs, c.tokens, offset, meta_.top_logprobs);
     else choice["logprobs"] = logprobs_json(meta_.api, tok_, c.tokens, offset, meta_.top_logprobs);
     choice["finish_reason"] = finish_kind_name(c.kind);
     choice["stop_reason"] = stop_reason(c.stop_string, c.stop_token);

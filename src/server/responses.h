@@ -35,11 +35,12 @@ struct ResponseMeta {
   int32_t top_logprobs = 0;
   bool include_usage = false;  // streams only
   int32_t choices = 1;         // n
-  // Completions with echo: the prompt's text and ids, sent back before each choice's text
-  // (and, with logprobs, the prompt tokens' logprobs first, the first token's null).
-  bool echo = false;
+  // Completions with echo: the prompt's text and ids (none without echo), sent back before
+  // each choice's text (and, with logprobs, the prompt tokens' logprobs first, the first
+  // token's null).
   std::string echo_text;
   std::vector<int32_t> echo_tokens;
+  bool echo() const { return !echo_tokens.empty(); }
 };
 
 // A 200 response with a JSON body.

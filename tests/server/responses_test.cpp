@@ -164,7 +164,6 @@ TEST_F(Responses, CollectedBodyOfSeveralChoices) {
 
 TEST_F(Responses, EchoPutsThePromptAndItsLogprobsFirst) {
   ResponseMeta m = meta(Api::kCompletion, true, 1);
-  m.echo = true;
   m.echo_text = "Hi";
   m.echo_tokens = {72, 105};
   RequestOutput out = last("", FinishKind::kLength);

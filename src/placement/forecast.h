@@ -6,8 +6,10 @@
 // also keeps more per-step noise. Each layer therefore weighs its steps by
 // exp(-age / tau) and picks tau by a backtest inside the window: the steps before its last
 // quarter forecast that last quarter, and the tau with the smallest squared error wins
-// (squared, so the heavy experts that set the peak dominate). Loads keep the window's
-// scale: weights sum to the window's step count.
+// (squared, so the heavy experts that set the peak dominate). One-step spikes (bursts of
+// similar requests) are clipped first: a short memory would otherwise plan for a burst
+// that is already over. Weights sum to the window's step count, so loads keep the window's
+// scale less the clipped spikes.
 #include "placement/trace.h"
 
 namespace moe::placement {

@@ -143,6 +143,26 @@ TEST(Forecast, KeepsTheWindowSumForSteadyLoads) {
   for (size_t i = 0; i < sum.load.size(); ++i) EXPECT_NEAR(f.load[i], sum.load[i], 1e-9);
 }
 
+Trace burst_trace(float last_step_of_expert_1) {
+  // Expert 0 carries 100 a step; expert 1 carries 10 except in the last step. Expert 2
+  // rises from 10 to 150 for the last 3 steps and keeps it.
+  Trace trace{32, 1, 4, {}};
+  for (int64_t t = 0; t < 32; ++t) {
+    for (float v : {100.0f, t == 31 ? last_step_of_expert_1 : 10.0f, t >= 29 ? 150.0f : 10.0f, 10.0f}) trace.load.push_back(v);
+  }
+  return trace;
+}
+
+TEST(Forecast, ClipsAOneStepBurstButFollowsALastingChange) {
+  const LoadMatrix f = forecast_load(burst_trace(400.0f), {0, 32});
+  EXPECT_LT(f.at(0, 1), f.at(0, 0));
+  EXPECT_GT(f.at(0, 2), f.at(0, 0));
+  // The burst counts as 1.5 x the median of the last three steps (10) + 4.
+  const LoadMatrix clipped = forecast_load(burst_trace(19.0f), {0, 32});
+  for (size_t i = 0; i < f.load.size(); ++i) EXPECT_DOUBLE_EQ(f.load[i], clipped.load[i]);
+  EXPECT_GT(window_load(burst_trace(400.0f), {0, 32}).at(0, 1), window_load(burst_trace(19.0f), {0, 32}).at(0, 1));
+}
+
 TEST(Planner, ATopologyTooSmallForEveryExpertIsAnError) {
   const Trace trace = small_trace(0.5, 1);
   EXPECT_THROW(plan_moengine(trace, {0, 8}, Topology{2, 2, 7}), Error);  // 28 slots < 32 experts

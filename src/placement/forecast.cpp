@@ -82,4 +82,22 @@ LoadMatrix forecast_load(const Trace& trace, Window window) {
   return out;
 }
 
+LoadMatrix forecast_deviation(const Trace& trace, Window window, const LoadMatrix& forecast) {
+  const int64_t E = trace.experts, n = window.size();
+  LoadMatrix out{trace.layers, E, std::vector<double>(size_t(trace.layers * E), 0.0)};
+  for (int64_t l = 0; l < trace.layers; ++l) {
+    double* dev = out.load.data() + l * E;
+    const double* level = forecast.row(l);
+    for (int64_t t = window.begin; t < window.end; ++t) {
+      const float* row = trace.row(t, l);
+      for (int64_t e = 0; e < E; ++e) {
+        const double d = row[e] - level[e] / double(n);
+        dev[e] += d * d;
+      }
+    }
+    for (int64_t e = 0; e < E; ++e) dev[e] = double(n) * std::sqrt(dev[e] / double(n));
+  }
+  return out;
+}
+
 }  // namespace moe::placement

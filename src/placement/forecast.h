@@ -21,4 +21,10 @@ inline constexpr double kForecastTaus[] = {2, 4, 8, 16, 0};
 // (and for a layer the backtest cannot tell apart) the plain window sum.
 LoadMatrix forecast_load(const Trace& trace, Window window);
 
+// How far the window's steps stray from a forecast: per layer and expert, the root mean
+// square of (step load - forecast / steps) over the window's steps, times the step count
+// (the forecast's scale). Level changes, bursts and sampling noise all count: each is a
+// way the next window's steps can miss the forecast. f64 [layers, experts].
+LoadMatrix forecast_deviation(const Trace& trace, Window window, const LoadMatrix& forecast);
+
 }  // namespace moe::placement

@@ -269,8 +269,11 @@ std::vector<std::vector<int32_t>> allocate_redundancy(const LoadMatrix& load, co
   return equal_cost < greedy_cost ? equal : copies;
 }
 
-Placement plan_moengine(const LoadMatrix& load, const Topology& topo, const PlannerOptions& options) {
-  const std::vector<std::vector<int32_t>> copies = allocate_redundancy(load, topo, options.granularity);
+namespace {
+
+// Step 1 counts experts at replica_load, steps 2-4 balance load.
+Placement plan(const LoadMatrix& load, const LoadMatrix& replica_load, const Topology& topo, const PlannerOptions& options) {
+  const std::vector<std::vector<int32_t>> copies = allocate_redundancy(replica_load, topo, options.granularity);
   const int32_t D = topo.devices();
   std::vector<LayerState> layers;
   for (int64_t l = 0; l < load.layers; ++l) {
@@ -292,6 +295,13 @@ Placement plan_moengine(const LoadMatrix& load, const Topology& topo, const Plan
     improve_layer(layer, 0, false);
     p.layers.push_back(layer.placement());
   }
+  return p;
+}
+
+}  // namespace
+
+Placement plan_moengine(const LoadMatrix& load, const Topology& topo, const PlannerOptions& options) {
+  Placement p = plan(load, load, topo, options);
   if (options.compare_with_eplb) {
     Placement base = plan_eplb(load, topo, options.groups);
     if (planning_cost(load, base) < planning_cost(load, p)) return base;
@@ -302,9 +312,12 @@ Placement plan_moengine(const LoadMatrix& load, const Topology& topo, const Plan
 Placement plan_moengine(const Trace& trace, Window window, const Topology& topo, const PlannerOptions& options) {
   check_window(trace, window, "window");
   const LoadMatrix load = options.forecast ? forecast_load(trace, window) : window_load(trace, window);
-  PlannerOptions own = options;
-  own.compare_with_eplb = false;
-  Placement p = plan_moengine(load, topo, own);
+  LoadMatrix replica_load = load;
+  if (options.risk > 0) {
+    const LoadMatrix deviation = forecast_deviation(trace, window, load);
+    for (size_t i = 0; i < replica_load.load.size(); ++i) replica_load.load[i] += options.risk * deviation.load[i];
+  }
+  Placement p = plan(load, replica_load, topo, options);
   if (options.compare_with_eplb) {
     // EPLB fed the same forecast: a safety net for the packing, not for the forecast (which
     // loses to the window sum in sample by design, and wins out of sample).

@@ -22,7 +22,11 @@
 //     so the per-layer slot counts even out, and the few devices still over S * L hand a
 //     replica to one under it where that raises the layer's peak least; a swap-only local
 //     search then polishes each layer without changing any device's count.
-// A Trace window is planned for a forecast of the next window (forecast.h), not its sum.
+// A Trace window is planned for a forecast of the next window (forecast.h), not its sum,
+// and step 1 then counts each expert at its forecast plus `risk` times how far the window's
+// steps strayed from it: the busiest device carries the largest replica share of each
+// step, so an expert whose load swings needs a smaller share than a steady one of the same
+// mean. Packing (steps 2-4) balances the forecast itself.
 // The result is then compared with EPLB's plan on the same window and the better one kept,
 // so moengine is never worse than the baseline on the data it plans from.
 #include <cstdint>
@@ -38,6 +42,7 @@ struct PlannerOptions {
   int32_t groups = 8;         // expert groups, for the EPLB plan it is compared with
   bool compare_with_eplb = true;
   bool forecast = true;  // plan a Trace window for forecast_load's loads, not the window sum
+  double risk = 0.5;     // Trace windows: step 1's weight on forecast_deviation
 };
 
 // Replicas per expert per layer (step 1): i32 [layers][experts], every entry >= 1 and at

@@ -163,6 +163,37 @@ TEST(Forecast, ClipsAOneStepBurstButFollowsALastingChange) {
   EXPECT_GT(window_load(burst_trace(400.0f), {0, 32}).at(0, 1), window_load(burst_trace(19.0f), {0, 32}).at(0, 1));
 }
 
+// One layer of 5 experts on 2 devices x 3 slots: one spare slot. Expert 0 carries a steady
+// 100 a step; expert 1 swings between 20 and 140 two steps at a time (mean 80).
+Trace steady_and_swinging() {
+  Trace trace{16, 1, 5, {}};
+  for (int64_t t = 0; t < 16; ++t) {
+    for (float v : {100.0f, (t / 2) % 2 ? 140.0f : 20.0f, 10.0f, 10.0f, 10.0f}) trace.load.push_back(v);
+  }
+  return trace;
+}
+
+TEST(Forecast, DeviationIsTheRootMeanSquareMissPerStep) {
+  const Trace trace = steady_and_swinging();
+  const LoadMatrix f = forecast_load(trace, {0, 16}), dev = forecast_deviation(trace, {0, 16}, f);
+  EXPECT_DOUBLE_EQ(dev.at(0, 0), 0.0);
+  // A flat forecast (the swing backtests best as the mean) misses every step by 60.
+  ASSERT_NEAR(f.at(0, 1), 16 * 80.0, 1e-9);
+  EXPECT_NEAR(dev.at(0, 1), 16 * 60.0, 1e-9);
+}
+
+TEST(Planner, TheSpareReplicaGoesToTheSwingingExpertUnderRisk) {
+  const Trace trace = steady_and_swinging();
+  PlannerOptions o;
+  o.compare_with_eplb = false;
+  o.risk = 0;
+  const Placement plain = plan_moengine(trace, {0, 16}, {1, 2, 3}, o);
+  o.risk = 0.5;  // expert 1 counts as 80 + 0.5 x 60 = 110 > 100
+  const Placement hedged = plan_moengine(trace, {0, 16}, {1, 2, 3}, o);
+  EXPECT_EQ(replica_counts(plain.layers[0], 5), (std::vector<int32_t>{2, 1, 1, 1, 1}));
+  EXPECT_EQ(replica_counts(hedged.layers[0], 5), (std::vector<int32_t>{1, 2, 1, 1, 1}));
+}
+
 TEST(Planner, ATopologyTooSmallForEveryExpertIsAnError) {
   const Trace trace = small_trace(0.5, 1);
   EXPECT_THROW(plan_moengine(trace, {0, 8}, Topology{2, 2, 7}), Error);  // 28 slots < 32 experts

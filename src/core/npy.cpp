@@ -1,5 +1,6 @@
 #include "core/npy.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -10,7 +11,7 @@ namespace moe {
 namespace {
 
 template <typename T>
-void convert(const std::string& bytes, std::vector<float>& out) {
+void convert(std::string_view bytes, std::vector<float>& out) {
   const size_t n = bytes.size() / sizeof(T);
   out.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -20,12 +21,17 @@ void convert(const std::string& bytes, std::vector<float>& out) {
   }
 }
 
-std::string field(const std::string& header, const std::string& key, const std::string& path) {
+std::string field(const std::string& header, const std::string& key, const std::string& source) {
   const size_t k = header.find("'" + key + "'");
-  if (k == std::string::npos) fail("{}: npy header has no '{}'", path, key);
+  if (k == std::string::npos) fail("{}: npy header has no '{}'", source, key);
   const size_t colon = header.find(':', k);
-  if (colon == std::string::npos) fail("{}: malformed npy header", path);
+  if (colon == std::string::npos) fail("{}: malformed npy header", source);
   return header.substr(colon + 1);
+}
+
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\n");
+  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\n") - b + 1);
 }
 
 }  // namespace
@@ -58,57 +64,62 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
 NpyArray read_npy(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("{}: cannot open", path);
-  char magic[8];
-  if (!f.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail("{}: not a .npy file", path);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return parse_npy(bytes, path);
+}
+
+NpyArray parse_npy(std::string_view bytes, const std::string& source) {
+  if (bytes.size() < 8 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6)) fail("{}: not a .npy file", source);
+  const int major = uint8_t(bytes[6]);
+  if (major < 1 || major > 3) fail("{}: npy format version {} is not supported (1 to 3)", source, major);
+  const size_t len_bytes = major == 1 ? 2 : 4;
+  if (bytes.size() < 8 + len_bytes) fail("{}: truncated npy header", source);
   uint32_t header_len = 0;
-  if (magic[6] == 1) {
-    uint16_t l;
-    f.read(reinterpret_cast<char*>(&l), 2);
-    header_len = l;
-  } else {
-    f.read(reinterpret_cast<char*>(&header_len), 4);
-  }
-  if (!f || header_len > 65536) fail("{}: bad npy header length", path);
-  std::string header(header_len, '\0');
-  if (!f.read(header.data(), header_len)) fail("{}: truncated npy header", path);
-  const std::string descr_rest = field(header, "descr", path);
+  for (size_t i = 0; i < len_bytes; ++i) header_len |= uint32_t(uint8_t(bytes[8 + i])) << (8 * i);
+  if (header_len > 65536) fail("{}: bad npy header length {}", source, header_len);
+  if (bytes.size() < 8 + len_bytes + header_len) fail("{}: truncated npy header", source);
+  const std::string header(bytes.substr(8 + len_bytes, header_len));
+  const std::string_view payload = bytes.substr(8 + len_bytes + header_len);
+
+  const std::string descr_rest = field(header, "descr", source);
   const size_t q1 = descr_rest.find('\'');
-  const size_t q2 = descr_rest.find('\'', q1 + 1);
-  if (q1 == std::string::npos || q2 == std::string::npos) fail("{}: malformed npy descr", path);
+  const size_t q2 = q1 == std::string::npos ? q1 : descr_rest.find('\'', q1 + 1);
+  if (q2 == std::string::npos) fail("{}: malformed npy descr", source);
   const std::string descr = descr_rest.substr(q1 + 1, q2 - q1 - 1);
-  if (field(header, "fortran_order", path).find("True") < field(header, "fortran_order", path).find(',')) {
-    fail("{}: Fortran-ordered arrays are not supported", path);
-  }
-  const std::string shape_rest = field(header, "shape", path);
+  size_t elem = 0;
+  if (descr == "<f4" || descr == "<i4" || descr == "<u4") elem = 4;
+  else if (descr == "<f8" || descr == "<i8" || descr == "<u8") elem = 8;
+  else fail("{}: npy dtype '{}' is not supported (f4, f8, i4, i8, u4, u8, little-endian)", source, descr);
+  const std::string order = trimmed(field(header, "fortran_order", source));
+  if (order.rfind("True", 0) == 0) fail("{}: Fortran-ordered arrays are not supported", source);
+  if (order.rfind("False", 0) != 0) fail("{}: malformed npy fortran_order", source);
+
+  const std::string shape_rest = field(header, "shape", source);
   const size_t open = shape_rest.find('('), close = shape_rest.find(')');
-  if (open == std::string::npos || close == std::string::npos) fail("{}: malformed npy shape", path);
+  if (open == std::string::npos || close == std::string::npos || close < open) fail("{}: malformed npy shape", source);
   NpyArray a;
   int64_t count = 1;
   std::stringstream dims(shape_rest.substr(open + 1, close - open - 1));
   std::string item;
   while (std::getline(dims, item, ',')) {
-    if (item.find_first_not_of(" ") == std::string::npos) continue;
-    const int64_t d = std::stoll(item);
-    if (d < 0) fail("{}: negative dimension in npy shape", path);
+    const std::string text = trimmed(item);
+    if (text.empty()) continue;
+    int64_t d = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+    if (ec != std::errc() || end != text.data() + text.size()) fail("{}: npy shape has a bad dimension '{}'", source, text);
+    if (d < 0) fail("{}: negative dimension in npy shape", source);
     a.shape.push_back(d);
-    count *= d;
+    if (__builtin_mul_overflow(count, d, &count)) fail("{}: npy shape ({}) is too large", source, shape_rest.substr(open + 1, close - open - 1));
   }
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t elem = 0;
-  if (descr == "<f4") elem = 4;
-  else if (descr == "<f8") elem = 8;
-  else if (descr == "<i4" || descr == "<u4") elem = 4;
-  else if (descr == "<i8" || descr == "<u8") elem = 8;
-  else fail("{}: npy dtype '{}' is not supported (f4, f8, i4, i8, u4, u8, little-endian)", path, descr);
-  if (bytes.size() != size_t(count) * elem) {
-    fail("{}: npy data has {} bytes, the shape needs {}", path, bytes.size(), size_t(count) * elem);
-  }
-  if (descr == "<f4") convert<float>(bytes, a.data);
-  else if (descr == "<f8") convert<double>(bytes, a.data);
-  else if (descr == "<i4") convert<int32_t>(bytes, a.data);
-  else if (descr == "<u4") convert<uint32_t>(bytes, a.data);
-  else if (descr == "<i8") convert<int64_t>(bytes, a.data);
-  else convert<uint64_t>(bytes, a.data);
+  int64_t need = 0;
+  if (__builtin_mul_overflow(count, int64_t(elem), &need)) fail("{}: npy shape ({}) is too large", source, shape_rest.substr(open + 1, close - open - 1));
+  if (payload.size() != uint64_t(need)) fail("{}: npy data has {} bytes, the shape needs {}", source, payload.size(), need);
+  if (descr == "<f4") convert<float>(payload, a.data);
+  else if (descr == "<f8") convert<double>(payload, a.data);
+  else if (descr == "<i4") convert<int32_t>(payload, a.data);
+  else if (descr == "<u4") convert<uint32_t>(payload, a.data);
+  else if (descr == "<i8") convert<int64_t>(payload, a.data);
+  else convert<uint64_t>(payload, a.data);
   return a;
 }
 

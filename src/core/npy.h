@@ -3,6 +3,7 @@
 // dumps and load traces.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moe {
@@ -14,5 +15,8 @@ struct NpyArray {
   std::vector<float> data;  // converted to f32 from f4/f8/i4/i8/u4/u8 files
 };
 NpyArray read_npy(const std::string& path);
+// The same from a file's bytes (untrusted: every size is checked before use); errors name
+// `source`.
+NpyArray parse_npy(std::string_view bytes, const std::string& source);
 
 }  // namespace moe

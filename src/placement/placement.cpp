@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "core/error.h"
 
@@ -13,6 +14,9 @@ void check_topology(const Topology& topo, int64_t layers, int64_t experts) {
   if (topo.nodes <= 0 || topo.devices_per_node <= 0 || topo.slots_per_device <= 0) {
     fail("topology: nodes ({}), devices per node ({}) and slots per device ({}) must all be > 0", topo.nodes,
          topo.devices_per_node, topo.slots_per_device);
+  }
+  if (int64_t(topo.nodes) * topo.devices_per_node > kMaxDevices) {
+    fail("topology: {} nodes x {} devices per node is more than {} devices", topo.nodes, topo.devices_per_node, kMaxDevices);
   }
   if (int64_t(topo.devices()) * topo.slots_per_device < experts) {
     fail("topology: {} devices x {} slots = {} slots per layer cannot hold each of the {} experts once; "
@@ -43,6 +47,9 @@ std::vector<int32_t> device_slot_totals(const Placement& p) {
 std::string validate(const Placement& p, int64_t experts) {
   if (p.nodes <= 0 || p.devices_per_node <= 0) {
     return fmt::format("nodes ({}) and devices_per_node ({}) must be > 0", p.nodes, p.devices_per_node);
+  }
+  if (int64_t(p.nodes) * p.devices_per_node > kMaxDevices) {
+    return fmt::format("{} x {} devices, more than {}", p.nodes, p.devices_per_node, kMaxDevices);
   }
   if (p.slots_per_device < 0) return fmt::format("slots_per_device ({}) must be >= 0", p.slots_per_device);
   if (p.layers.empty()) return "the placement has no layers";
@@ -90,12 +97,18 @@ nlohmann::json to_json(const Placement& p) {
 
 namespace {
 
+// Counts and ids in 0..kMaxPlacementInt; larger values would be cut short in 32 bits.
+bool in_range(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(kMaxPlacementInt);
+  return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxPlacementInt;
+}
+
 int32_t int_field(const nlohmann::json& j, const char* key, const std::string& source, bool required) {
   if (!j.contains(key)) {
     if (required) fail("{}: placement has no \"{}\"", source, key);
     return 0;
   }
-  if (!j[key].is_number_integer()) fail("{}: \"{}\" must be an integer", source, key);
+  if (!in_range(j[key])) fail("{}: \"{}\" must be an integer in 0..{}", source, key, kMaxPlacementInt);
   return j[key].get<int32_t>();
 }
 
@@ -103,7 +116,7 @@ std::vector<int32_t> int_list(const nlohmann::json& layer, const char* key, size
   if (!layer.contains(key) || !layer[key].is_array()) fail("{}: layers[{}] needs an array \"{}\"", source, l, key);
   std::vector<int32_t> out;
   for (const nlohmann::json& v : layer[key]) {
-    if (!v.is_number_integer()) fail("{}: layers[{}].{} must hold integers", source, l, key);
+    if (!in_range(v)) fail("{}: layers[{}].{} must hold integers in 0..{}", source, l, key, kMaxPlacementInt);
     out.push_back(v.get<int32_t>());
   }
   return out;
@@ -126,16 +139,21 @@ Placement placement_from_json(const nlohmann::json& j, const std::string& source
   return p;
 }
 
-Placement read_placement(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open", path);
+Placement parse_placement(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
+    fail("{}: not valid JSON: {}", source, e.what());
   }
-  return placement_from_json(j, path);
+  return placement_from_json(j, source);
+}
+
+Placement read_placement(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_placement(text, path);
 }
 
 void write_placement(const std::string& path, const Placement& p) {

@@ -13,6 +13,11 @@
 
 namespace moe::placement {
 
+// Bounds on what a placement file or a topology may claim, so that sizes derived from them
+// (device counts, per-device tables) cannot overflow or exhaust memory.
+inline constexpr int64_t kMaxPlacementInt = 1 << 24;
+inline constexpr int64_t kMaxDevices = 1 << 20;
+
 struct Topology {
   int32_t nodes = 1;
   int32_t devices_per_node = 1;
@@ -22,8 +27,8 @@ struct Topology {
   int32_t node_of(int32_t device) const { return device / devices_per_node; }
 };
 
-// Throws moe::Error unless every count is > 0 and the S * L * devices slots can hold all
-// L * E experts once.
+// Throws moe::Error unless every count is > 0, there are at most kMaxDevices devices, and
+// the S * L * devices slots can hold all L * E experts once.
 void check_topology(const Topology& topo, int64_t layers, int64_t experts);
 
 struct LayerPlacement {
@@ -57,6 +62,8 @@ std::vector<int32_t> device_slot_totals(const Placement& p);
 // {"nodes", "devices_per_node", "slots_per_device", "layers": [{"slots": [...], "devices": [...]}]}
 nlohmann::json to_json(const Placement& p);
 Placement placement_from_json(const nlohmann::json& j, const std::string& source);
+// A placement file's text (untrusted); errors name `source`.
+Placement parse_placement(const std::string& text, const std::string& source);
 Placement read_placement(const std::string& path);
 void write_placement(const std::string& path, const Placement& p);
 

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/npy.h"
 
 namespace moe::placement {
 
@@ -24,11 +23,14 @@ void check_trace(const Trace& trace, const std::string& source) {
   }
 }
 
-Trace read_trace(const std::string& path) {
-  NpyArray a = read_npy(path);
-  if (a.shape.size() != 3) fail("{}: a load trace is a 3-D array [steps, layers, experts], this one has {} dimensions", path, a.shape.size());
+Trace read_trace(const std::string& path) { return trace_from_npy(read_npy(path), path); }
+
+Trace trace_from_npy(NpyArray a, const std::string& source) {
+  if (a.shape.size() != 3) {
+    fail("{}: a load trace is a 3-D array [steps, layers, experts], this one has {} dimensions", source, a.shape.size());
+  }
   Trace t{a.shape[0], a.shape[1], a.shape[2], std::move(a.data)};
-  check_trace(t, path);
+  check_trace(t, source);
   return t;
 }
 

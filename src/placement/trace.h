@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/npy.h"
+
 namespace moe::placement {
 
 struct Trace {
@@ -21,6 +23,8 @@ struct Trace {
 // dimension, or a negative or non-finite load.
 void check_trace(const Trace& trace, const std::string& source);
 Trace read_trace(const std::string& path);
+// A trace from a parsed .npy (read_npy or parse_npy), checked as above.
+Trace trace_from_npy(NpyArray a, const std::string& source);
 void write_trace(const std::string& path, const Trace& trace);
 
 // Steps [begin, end): checked against the trace, with `what` naming the option in errors.

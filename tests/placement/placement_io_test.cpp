@@ -109,6 +109,51 @@ TEST(PlacementIo, JsonRoundTripAndValidation) {
   EXPECT_NE(message_of([&] { read_placement(tmp("broken.json")); }).find("not valid JSON"), std::string::npos);
 }
 
+// A format 1.0 .npy with a hand-written header dict and raw data bytes.
+std::string npy_bytes(const std::string& dict, const std::string& data) {
+  std::string header = dict;
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += char(header.size() & 0xff);
+  out += char(header.size() >> 8);
+  return out + header + data;
+}
+
+TEST(TraceIo, MalformedNpyHeadersGetAClearError) {
+  const std::string data(32, '\0');
+  // 2^62 x 4 bytes wraps to 0 in 64 bits: the shape must not pass for an empty payload.
+  EXPECT_NE(message_of([] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 1, 1), }", ""), "x.npy"); })
+                .find("x.npy: npy shape"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, abc, 2), }", data), "x.npy"); })
+                .find("x.npy: npy shape has a bad dimension 'abc'"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, ), }", data), "x.npy"); })
+                .find("bad dimension"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }", data.substr(0, 31)), "x.npy"); })
+                .find("31 bytes, the shape needs 32"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { parse_npy(std::string("\x93NUMPY\x01\x00\x40", 9), "x.npy"); }).find("truncated"), std::string::npos);
+  const NpyArray ok = parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }", data), "x.npy");
+  EXPECT_EQ(ok.shape, (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(ok.data, std::vector<float>(8, 0.0f));
+}
+
+TEST(PlacementIo, IntegersOutOfRangeAreRejectedNotTruncated) {
+  // 4294967300 would read as 4 once cut to 32 bits.
+  EXPECT_NE(message_of([] { parse_placement(R"({"nodes": 4294967300, "devices_per_node": 1, "layers": []})", "p.json"); })
+                .find("p.json: \"nodes\" must be an integer in 0..16777216"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { parse_placement(R"({"nodes": 1, "devices_per_node": 1, "layers": [{"slots": [0, -1], "devices": [0, 0]}]})", "p.json"); })
+                .find("p.json: layers[0].slots must hold integers in 0..16777216"),
+            std::string::npos);
+  // Each count fits, their product (2^36 devices) does not.
+  const Placement huge = parse_placement(R"({"nodes": 262144, "devices_per_node": 262144, "layers": [{"slots": [0], "devices": [0]}]})", "p.json");
+  EXPECT_NE(validate(huge, 1).find("262144 x 262144 devices, more than 1048576"), std::string::npos);
+}
+
 TEST(PlacementIo, TopologyChecks) {
   EXPECT_NO_THROW(check_topology({4, 8, 9}, 58, 256));
   EXPECT_NE(message_of([] { check_topology({4, 8, 7}, 58, 256); }).find("cannot hold each of the 256 experts once"), std::string::npos);

@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -17,6 +19,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const moe::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    // A bug, not bad input (that is moe::Error), but still a message rather than an abort.
+    std::fprintf(stderr, "error: unexpected failure: %s\n", e.what());
     return 1;
   }
   return 0;

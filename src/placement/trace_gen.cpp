@@ -52,6 +52,11 @@ class Alias {
 
 void check(const TraceGenOptions& o) {
   if (o.steps <= 0 || o.layers <= 0 || o.experts <= 0) fail("gen-trace: steps, layers and experts must be > 0");
+  int64_t loads = 0;
+  if (__builtin_mul_overflow(o.steps, o.layers, &loads) || __builtin_mul_overflow(loads, o.experts, &loads) ||
+      loads > kMaxTraceLoads) {
+    fail("gen-trace: {} steps x {} layers x {} experts is more than {} loads", o.steps, o.layers, o.experts, kMaxTraceLoads);
+  }
   if (o.top_k <= 0 || o.top_k > o.experts) fail("gen-trace: top-k {} must be in 1..{} (the experts)", o.top_k, o.experts);
   if (o.tokens < 0) fail("gen-trace: tokens per step must be >= 0, got {}", o.tokens);
   if (!(o.skew >= 0 && o.skew <= 8)) fail("gen-trace: skew {} must be in [0, 8]", o.skew);

@@ -20,6 +20,9 @@
 
 namespace moe::placement {
 
+// The most loads (steps x layers x experts, 4 bytes each) a generated trace may hold: 8 GiB.
+inline constexpr int64_t kMaxTraceLoads = int64_t(1) << 31;
+
 struct TraceGenOptions {
   int64_t steps = 256;
   int64_t layers = 58;

@@ -171,6 +171,13 @@ TEST(TraceGen, BadOptionsAreRejected) {
   o = {};
   o.correlation = 0.5, o.groups = 7;
   EXPECT_THROW(generate_trace(o), Error);
+  // Too large to allocate, and (the second) too large for 64 bits: an error, not an abort.
+  o = {};
+  o.steps = 100000, o.layers = 100000, o.experts = 100000, o.top_k = 1;
+  EXPECT_NE(message_of([&] { generate_trace(o); }).find("100000 steps x 100000 layers x 100000 experts is more than 2147483648 loads"),
+            std::string::npos);
+  o.steps = 3000000000, o.layers = 3000000000, o.experts = 3000000000;
+  EXPECT_NE(message_of([&] { generate_trace(o); }).find("is more than 2147483648 loads"), std::string::npos);
 }
 
 }  // namespace

@@ -99,7 +99,8 @@ NpyArray parse_npy(std::string_view bytes, const std::string& source) {
   if (open == std::string::npos || close == std::string::npos || close < open) fail("{}: malformed npy shape", source);
   NpyArray a;
   int64_t count = 1;
-  std::stringstream dims(shape_rest.substr(open + 1, close - open - 1));
+  const std::string dims_text = shape_rest.substr(open + 1, close - open - 1);
+  std::stringstream dims(dims_text);
   std::string item;
   while (std::getline(dims, item, ',')) {
     const std::string text = trimmed(item);
@@ -109,10 +110,10 @@ NpyArray parse_npy(std::string_view bytes, const std::string& source) {
     if (ec != std::errc() || end != text.data() + text.size()) fail("{}: npy shape has a bad dimension '{}'", source, text);
     if (d < 0) fail("{}: negative dimension in npy shape", source);
     a.shape.push_back(d);
-    if (__builtin_mul_overflow(count, d, &count)) fail("{}: npy shape ({}) is too large", source, shape_rest.substr(open + 1, close - open - 1));
+    if (__builtin_mul_overflow(count, d, &count)) fail("{}: npy shape ({}) is too large", source, dims_text);
   }
   int64_t need = 0;
-  if (__builtin_mul_overflow(count, int64_t(elem), &need)) fail("{}: npy shape ({}) is too large", source, shape_rest.substr(open + 1, close - open - 1));
+  if (__builtin_mul_overflow(count, int64_t(elem), &need)) fail("{}: npy shape ({}) is too large", source, dims_text);
   if (payload.size() != uint64_t(need)) fail("{}: npy data has {} bytes, the shape needs {}", source, payload.size(), need);
   if (descr == "<f4") convert<float>(payload, a.data);
   else if (descr == "<f8") convert<double>(payload, a.data);

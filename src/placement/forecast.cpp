@@ -23,8 +23,9 @@ std::vector<double> weights(int64_t begin, int64_t end, double tau) {
 // One layer's loads over the window with one-step spikes clipped: a step's load of an
 // expert is capped at kSpikeCap x the median of that step and its two neighbours, plus
 // kSpikeSlack tokens so that Poisson noise on small loads is left alone (the nearest full
-// triple at the window's edges). A burst lasts one step and would otherwise dominate a short memory; a change in
-// rank persists, and the median follows it. f64 [steps, experts], rows from window.begin.
+// triple at the window's edges). A burst lasts one step and would otherwise dominate a
+// short memory; a change in rank persists, and the median follows it.
+// f64 [steps, experts], rows from window.begin.
 std::vector<double> despiked(const Trace& trace, int64_t l, Window window) {
   const int64_t E = trace.experts, n = window.size();
   std::vector<double> out(size_t(n * E));

@@ -9,14 +9,24 @@
 
 namespace moe::placement {
 
+namespace {
+
+// "" unless nodes x devices_per_node is over kMaxDevices (computed without overflow).
+std::string too_many_devices(int32_t nodes, int32_t devices_per_node) {
+  if (int64_t(nodes) * devices_per_node <= kMaxDevices) return "";
+  return fmt::format("{} x {} devices, more than {}", nodes, devices_per_node, kMaxDevices);
+}
+
+}  // namespace
+
 void check_topology(const Topology& topo, int64_t layers, int64_t experts) {
   if (layers <= 0 || experts <= 0) fail("topology: layers ({}) and experts ({}) must be > 0", layers, experts);
   if (topo.nodes <= 0 || topo.devices_per_node <= 0 || topo.slots_per_device <= 0) {
     fail("topology: nodes ({}), devices per node ({}) and slots per device ({}) must all be > 0", topo.nodes,
          topo.devices_per_node, topo.slots_per_device);
   }
-  if (int64_t(topo.nodes) * topo.devices_per_node > kMaxDevices) {
-    fail("topology: {} nodes x {} devices per node is more than {} devices", topo.nodes, topo.devices_per_node, kMaxDevices);
+  if (const std::string problem = too_many_devices(topo.nodes, topo.devices_per_node); !problem.empty()) {
+    fail("topology: {}", problem);
   }
   if (int64_t(topo.devices()) * topo.slots_per_device < experts) {
     fail("topology: {} devices x {} slots = {} slots per layer cannot hold each of the {} experts once; "
@@ -48,9 +58,7 @@ std::string validate(const Placement& p, int64_t experts) {
   if (p.nodes <= 0 || p.devices_per_node <= 0) {
     return fmt::format("nodes ({}) and devices_per_node ({}) must be > 0", p.nodes, p.devices_per_node);
   }
-  if (int64_t(p.nodes) * p.devices_per_node > kMaxDevices) {
-    return fmt::format("{} x {} devices, more than {}", p.nodes, p.devices_per_node, kMaxDevices);
-  }
+  if (std::string problem = too_many_devices(p.nodes, p.devices_per_node); !problem.empty()) return problem;
   if (p.slots_per_device < 0) return fmt::format("slots_per_device ({}) must be >= 0", p.slots_per_device);
   if (p.layers.empty()) return "the placement has no layers";
   for (size_t l = 0; l < p.layers.size(); ++l) {

@@ -22,7 +22,7 @@ namespace moe::cli {
 namespace {
 
 struct BenchModelArgs {
-  std::string model;
+  ModelArgs model;
   int pp = 512;
   int tg = 128;
   int reps = 3;
@@ -142,7 +142,7 @@ void run(const BenchModelArgs& a) {
   const double gflops = 2.0 * double(model->active_params_per_token()) * pp.mean / 1e9;
 
   if (a.json) {
-    nlohmann::ordered_json j = {{"model", a.model},
+    nlohmann::ordered_json j = {{"model", a.model.path},
                         {"threads", pool.size()},
                         {"cpu", cpu_features().describe()},
                         {"matmul_backend", matmul_backend_name()},
@@ -198,7 +198,7 @@ void register_bench_model(CLI::App& bench) {
       "of the decode roofline (bandwidth / weight bytes read per token) reached.\n"
       "--batch 1,4,16,32: also tokens/s of that many sequences decoding together (tg steps each, after\n"
       "--batch-context random prompt tokens), as a serving engine's decode steps run.");
-  cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
+  add_model_options(*cmd, args->model);
   cmd->add_option("--pp", args->pp, "Prompt tokens per prefill run")->capture_default_str();
   cmd->add_option("--tg", args->tg, "Tokens per decode run")->capture_default_str();
   cmd->add_option("--reps,-r", args->reps, "Repetitions")->capture_default_str();

@@ -15,7 +15,9 @@ namespace {
 struct GenArgs {
   std::string arch = "deepseek2";
   std::string preset = "tiny";
-  std::string type = "f32";
+  std::string type;
+  std::string format = "gguf";
+  int64_t shard_mib = 2048;
   std::string out;
   uint64_t seed = 42;
   int64_t layers = 0;
@@ -32,14 +34,23 @@ void run(const GenArgs& a) {
   if (a.arch == "deepseek2") arch = Arch::Deepseek2;
   else if (a.arch == "qwen3moe") arch = Arch::Qwen3Moe;
   else fail("--arch '{}' is not supported (deepseek2, qwen3moe)", a.arch);
+  if (a.format != "gguf" && a.format != "hf") fail("--format must be gguf or hf");
+  const bool hf = a.format == "hf";
+  const std::string type = !a.type.empty() ? a.type : hf ? "bf16" : "f32";
   GenSpec g = gen_preset(arch, a.preset);
   g.seed = a.seed;
-  if (a.type == "q4_K_M" || a.type == "q4_k_m") {
+  HfExportOptions hf_options;
+  if (hf) {
+    if (type != "bf16" && type != "fp8") fail("--format hf writes --type bf16 or fp8, not '{}'", type);
+    hf_options.dtype = type == "fp8" ? StDtype::F8_E4M3 : StDtype::BF16;
+    if (a.shard_mib < 1) fail("--shard-mib must be at least 1");
+    hf_options.max_shard_bytes = uint64_t(a.shard_mib) << 20;
+  } else if (type == "q4_K_M" || type == "q4_k_m") {
     g.q4_k_m = true;
-  } else if (auto t = parse_type_name(a.type)) {
+  } else if (auto t = parse_type_name(type); t && *t != GgmlType::F8_E4M3_B128) {
     g.type = *t;
   } else {
-    fail("--type '{}' is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K, q4_K_M)", a.type);
+    fail("--type '{}' is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K, q4_K_M)", type);
   }
   if (a.layers > 0) g.n_layer = a.layers;
   if (a.vocab > 0) g.n_vocab = a.vocab;
@@ -54,12 +65,17 @@ void run(const GenArgs& a) {
   g.v3_gating = a.gating == "v3";
   if (a.no_q_lora) g.q_lora_rank = 0;
   g.yarn_factor = a.yarn;
-  g.name += "-" + a.type;
+  g.name += "-" + type;
 
   std::fprintf(stderr, "gen-model: %s, %.2fB parameters (%.2fB active per token), type %s, seed %llu\n",
                g.name.c_str(), double(gen_parameter_count(g, false)) / 1e9, double(gen_parameter_count(g, true)) / 1e9,
-               a.type.c_str(), static_cast<unsigned long long>(g.seed));
+               type.c_str(), static_cast<unsigned long long>(g.seed));
   ProgressBar bar("writing " + a.out);
+  if (hf) {
+    write_generated_hf(g, a.out, hf_options, [&](double f) { bar.update(f); });
+    bar.done();
+    return;
+  }
   write_generated_model(g, a.out, [&](uint64_t done, uint64_t total) {
     bar.update(total ? double(done) / double(total) : 1.0, fmt::format("{:.0f} MiB", double(done) / 1048576.0));
   });
@@ -70,23 +86,30 @@ void run(const GenArgs& a) {
 
 void register_gen_model(CLI::App& app) {
   auto args = std::make_shared<GenArgs>();
-  CLI::App* cmd = app.add_subcommand("gen-model", "Write a deterministic random-weight model as GGUF");
+  CLI::App* cmd = app.add_subcommand(
+      "gen-model", "Write a deterministic random-weight model as GGUF or as a Hugging Face checkpoint directory");
   cmd->footer(
       "Examples:\n"
       "  moengine gen-model --arch deepseek2 --preset tiny --out tiny.gguf\n"
       "  moengine gen-model --arch deepseek2 --preset mid --type q8_0 --out mid-q8_0.gguf\n"
       "  moengine gen-model --arch deepseek2 --preset tiny --tokenizer deepseek/tokenizer.json --out tiny-dsvocab.gguf\n"
+      "  moengine gen-model --arch deepseek2 --preset tiny --format hf --type fp8 --out tiny-fp8/\n"
       "The same options and seed always give the same bytes.");
   cmd->add_option("--arch", args->arch, "Architecture: deepseek2 or qwen3moe")->capture_default_str();
   cmd->add_option("--preset", args->preset,
                   "Size: tiny (tests) or mid (DeepSeek-V2-Lite-like, ~2.6B total / 0.5B active)")
       ->capture_default_str();
-  cmd->add_option("--type", args->type,
-                  "Weight type: f32 f16 bf16 q8_0 q4_0 q5_0 q4_1 q5_1 q4_K q5_K q6_K, or q4_K_M (q4_K with q6_K for "
-                  "output and ffn_down); norms and routers stay f32, rows a type's block does not divide "
-                  "fall back to q5_0/q5_1/q8_0/f16")
+  cmd->add_option("--format", args->format,
+                  "gguf (one file), or hf: a Hugging Face checkpoint directory (config.json, tokenizer.json, "
+                  "safetensors shards) with the weights of the bf16 GGUF twin of the same options")
       ->capture_default_str();
-  cmd->add_option("--out,-o", args->out, "Output .gguf path")->required();
+  cmd->add_option("--type", args->type,
+                  "Weight type. gguf (default f32): f32 f16 bf16 q8_0 q4_0 q5_0 q4_1 q5_1 q4_K q5_K q6_K, or q4_K_M "
+                  "(q4_K with q6_K for output and ffn_down); norms and routers stay f32, rows a type's block does not "
+                  "divide fall back to q5_0/q5_1/q8_0/f16. hf (default bf16): bf16, or fp8 (e4m3 with one scale per "
+                  "128x128 block, as DeepSeek-V3)");
+  cmd->add_option("--shard-mib", args->shard_mib, "hf: the largest safetensors shard, in MiB")->capture_default_str();
+  cmd->add_option("--out,-o", args->out, "Output .gguf path, or directory for --format hf")->required();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--layers", args->layers, "Override the number of layers");
   cmd->add_option("--vocab", args->vocab, "Override the vocabulary size");

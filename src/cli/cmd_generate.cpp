@@ -21,7 +21,7 @@ namespace moe::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model;
+  ModelArgs model;
   std::string prompt;
   std::string prompt_ids;
   int max_tokens = 32;
@@ -68,7 +68,7 @@ void run(const GenerateArgs& a) {
   const ModelConfig& c = model->config();
   std::optional<Tokenizer> tok;
   if (model->file().has("tokenizer.ggml.tokens")) tok.emplace(tokenizer_spec_from_gguf(model->file()));
-  else if (!a.prompt.empty()) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); use --prompt-ids", a.model);
+  else if (!a.prompt.empty()) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); use --prompt-ids", a.model.path);
   const std::vector<int32_t> prompt = a.prompt.empty() ? parse_ids(a.prompt_ids, c.n_vocab) : tok->encode(a.prompt, true);
   if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
   ThreadPool pool(a.threads);
@@ -130,7 +130,7 @@ void register_generate(CLI::App& app) {
       "  moengine generate --model tiny.gguf --prompt-ids 5,6 --logits-out logits.npy\n"
       "--logits-out writes float32 [n_prompt + n_generated - 1, n_vocab]: row i holds the logits\n"
       "after consuming token i (prompt rows from the batched prefill, then one row per decode step).");
-  cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
+  add_model_options(*cmd, args->model);
   cmd->add_option("--prompt,-p", args->prompt, "Prompt text, encoded with the model's own tokenizer (BOS as the file asks)");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt as comma-separated token ids, e.g. 1,2,3");
   cmd->add_option("--max-tokens,-n", args->max_tokens, "Tokens to generate")->capture_default_str();

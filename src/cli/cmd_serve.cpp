@@ -20,7 +20,7 @@ namespace moe::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model;
+  ModelArgs model;
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -59,7 +59,7 @@ void run(const ServeArgs& a) {
   const std::string chat_template = chat_template_source(a.chat_template);
 
   auto model = load_model_with_progress(a.model);
-  if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); serve needs one", a.model);
+  if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); serve needs one", a.model.path);
   const Tokenizer tok(tokenizer_spec_from_gguf(model->file()));
 
   AsyncEngineConfig ec;
@@ -89,8 +89,8 @@ void run(const ServeArgs& a) {
                a.max_num_seqs, (long long)a.max_num_batched_tokens);
 
   server::ApiConfig api;
-  api.served_model_name = a.served_model_name.empty() ? a.model : a.served_model_name;
-  api.model_path = a.model;
+  api.served_model_name = a.served_model_name.empty() ? a.model.path : a.served_model_name;
+  api.model_path = a.model.path;
   api.api_key = a.api_key;
   api.chat_template = chat_template;
   server::OpenAiServer openai(engine, api);
@@ -133,7 +133,7 @@ void register_serve(CLI::App& app) {
       "POST /tokenize, POST /detokenize (docs/api.md). The line 'serving NAME on http://HOST:PORT' on stdout\n"
       "says it is ready (with --port 0 it names the port chosen). SIGINT or SIGTERM stops it: requests in\n"
       "flight are aborted and their connections closed.");
-  cmd->add_option("--model,-m", args->model, "GGUF model file (with its tokenizer)")->required();
+  add_model_options(*cmd, args->model);
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");

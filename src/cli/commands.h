@@ -12,9 +12,11 @@ void register_bench_serve(CLI::App& bench);
 void register_tokenize(CLI::App& app);
 void register_placement(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_convert(CLI::App& app);
 
 inline void register_commands(CLI::App& app) {
   register_gen_model(app);
+  register_convert(app);
   register_generate(app);
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks: a model file's speed (model), a server under load (serve)");
   bench->require_subcommand(1);

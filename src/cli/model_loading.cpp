@@ -5,14 +5,28 @@
 #include <chrono>
 #include <cstdio>
 
+#include "checkpoint/checkpoint.h"
 #include "cli/progress.h"
 
 namespace moe::cli {
 
-std::unique_ptr<Model> load_model_with_progress(const std::string& path) {
+void add_model_options(CLI::App& cmd, ModelArgs& args) {
+  cmd.add_option("--model,-m", args.path,
+                 "A GGUF file, or a Hugging Face checkpoint directory (config.json, tokenizer.json, *.safetensors)")
+      ->required();
+  cmd.add_option("--weight-type", args.weight_type,
+                 "Checkpoint directories: how weight matrices are held once loaded. auto keeps BF16/F16/F32 as "
+                 "stored and re-quantizes FP8 to q8_0; fp8 keeps FP8 blocks as they are (dequantized on the fly); "
+                 "or a type (q8_0, q4_K, bf16, f16, f32, ...) for every matrix")
+      ->capture_default_str();
+}
+
+std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args) {
+  const WeightFormat format = parse_weight_format(args.weight_type);
   const auto start = std::chrono::steady_clock::now();
-  ProgressBar bar("loading " + path);
-  auto model = Model::load(path, [&](double f) { bar.update(f); });
+  const bool converting = is_hf_checkpoint(args.path);
+  ProgressBar bar((converting ? "loading checkpoint " : "loading ") + args.path);
+  auto model = load_model(args.path, format, [&](double f) { bar.update(f); });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bar.done(fmt::format("{:.0f} MiB in {:.1f} s", double(model->total_weight_bytes()) / 1048576.0, secs));
   std::fprintf(stderr, "model: %s\n", model->config().summary().c_str());

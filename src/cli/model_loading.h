@@ -1,5 +1,7 @@
 #pragma once
-// Loading a model for a command, with a progress bar and a one-line summary on stderr.
+// Loading a model for a command, with a progress bar and a one-line summary on stderr, and
+// the options every command that loads one shares.
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
@@ -7,6 +9,14 @@
 
 namespace moe::cli {
 
-std::unique_ptr<Model> load_model_with_progress(const std::string& path);
+struct ModelArgs {
+  std::string path;
+  std::string weight_type = "auto";
+};
+
+// --model/-m (a GGUF file or a Hugging Face checkpoint directory) and --weight-type.
+void add_model_options(CLI::App& cmd, ModelArgs& args);
+
+std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args);
 
 }  // namespace moe::cli

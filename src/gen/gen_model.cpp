@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "checkpoint/hf_export.h"
+#include "checkpoint/weight_format.h"
 #include "core/thread_pool.h"
 #include "kernels/quant.h"
 #include "model/gguf.h"
@@ -116,31 +118,12 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
-// llama.cpp's llama_ftype for the file's main type (it labels a file without one "guessed").
-uint32_t file_type(const GenSpec& g) {
-  if (g.q4_k_m) return 15;
-  switch (g.type) {
-    case GgmlType::F32: return 0;
-    case GgmlType::F16: return 1;
-    case GgmlType::Q4_0: return 2;
-    case GgmlType::Q4_1: return 3;
-    case GgmlType::Q8_0: return 7;
-    case GgmlType::Q5_0: return 8;
-    case GgmlType::Q5_1: return 9;
-    case GgmlType::Q4_K: return 14;
-    case GgmlType::Q5_K: return 16;
-    case GgmlType::Q6_K: return 18;
-    case GgmlType::BF16: return 32;
-    default: fail("gen-model: type {} cannot be written", type_name(g.type));
-  }
-}
-
 void write_metadata(const GenSpec& g, GgufWriter& w) {
   const bool ds = g.arch == Arch::Deepseek2;
   const std::string a = ds ? "deepseek2" : "qwen3moe";
   w.set_string("general.architecture", a);
   w.set_string("general.name", g.name);
-  w.set_u32("general.file_type", file_type(g));
+  w.set_u32("general.file_type", gguf_file_type(g.type, g.q4_k_m));
   const std::string p = a + ".";
   w.set_u32(p + "block_count", uint32_t(g.n_layer));
   w.set_u32(p + "context_length", uint32_t(g.n_ctx));
@@ -233,14 +216,7 @@ GgmlType gen_tensor_type(const GenSpec& g, const std::string& name, int64_t ne0)
                       name.find("attn_v_b") != std::string::npos || name.find("attn_kv_b") != std::string::npos;
     t = high ? GgmlType::Q6_K : GgmlType::Q4_K;
   }
-  if (ne0 % traits(t).block_size == 0) return t;
-  // Like llama-quantize: k-quants fall back to a 32-wide type (q4_K -> q5_0, q5_K -> q5_1,
-  // q6_K -> q8_0), and that to f16.
-  const GgmlType fallback = t == GgmlType::Q4_K   ? GgmlType::Q5_0
-                            : t == GgmlType::Q5_K ? GgmlType::Q5_1
-                                                  : GgmlType::Q8_0;
-  if (traits(t).block_size == 256 && ne0 % 32 == 0) return fallback;
-  return GgmlType::F16;
+  return storable_type(t, ne0);
 }
 
 GenSpec gen_preset(Arch arch, const std::string& preset) {
@@ -304,15 +280,16 @@ int64_t gen_parameter_count(const GenSpec& g, bool active_only) {
   return n;
 }
 
-void write_generated_model(const GenSpec& g, const std::string& path,
-                           const std::function<void(uint64_t, uint64_t)>& progress) {
+namespace {
+
+// The model as a writer whose tensor fills run on `pool` when the bytes are asked for.
+GgufWriter generated_model(const GenSpec& g, ThreadPool& pool) {
   check_spec(g);
   GgufWriter w;
   write_metadata(g, w);
-  ThreadPool pool(0);
   for (const GenTensor& t : tensor_list(g)) {
     const GgmlType type = gen_tensor_type(g, t.name, t.ne[0]);
-    w.add_tensor(t.name, type, t.ne, [&g, t, type, &pool](uint8_t* dst, size_t) {
+    w.add_tensor(t.name, type, t.ne, [g, t, type, &pool](uint8_t* dst, size_t) {
       int64_t rows = 1;
       for (size_t i = 1; i < t.ne.size(); ++i) rows *= t.ne[i];
       const size_t rb = row_bytes(type, t.ne[0]);
@@ -325,7 +302,28 @@ void write_generated_model(const GenSpec& g, const std::string& path,
       });
     });
   }
-  w.write(path, progress);
+  return w;
+}
+
+}  // namespace
+
+void write_generated_model(const GenSpec& g, const std::string& path,
+                           const std::function<void(uint64_t, uint64_t)>& progress) {
+  ThreadPool pool(0);
+  generated_model(g, pool).write(path, progress);
+}
+
+void write_generated_hf(const GenSpec& spec, const std::string& dir, const HfExportOptions& options,
+                        const std::function<void(double)>& progress) {
+  // The bf16 GGUF twin, in memory: its weights are exactly what a BF16 checkpoint holds.
+  GenSpec g = spec;
+  g.type = GgmlType::BF16;
+  g.q4_k_m = false;
+  g.mla_split = true;  // checkpoints hold kv_b_proj; the map goes through the split form
+  ThreadPool pool(0);
+  const std::vector<uint8_t> bytes = generated_model(g, pool).to_bytes();
+  const GgufFile twin(g.name, bytes.data(), bytes.size());
+  export_hf_checkpoint(twin, dir, options, progress);
 }
 
 }  // namespace moe

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/hf_export.h"
 #include "kernels/ggml_type.h"
 #include "model/model_config.h"
 #include "tokenizer/gguf_vocab.h"
@@ -66,6 +67,12 @@ GgmlType gen_tensor_type(const GenSpec& spec, const std::string& name, int64_t n
 // Writes the model; progress(done_bytes, total_bytes).
 void write_generated_model(const GenSpec& spec, const std::string& path,
                            const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// The same model as a Hugging Face checkpoint directory (BF16, or FP8 with block scales):
+// the weights of its bf16 GGUF twin (write_generated_model with type bf16), so the two
+// load to the same tensors.
+void write_generated_hf(const GenSpec& spec, const std::string& dir, const HfExportOptions& options,
+                        const std::function<void(double)>& progress = {});
 
 int64_t gen_parameter_count(const GenSpec& spec, bool active_only);
 

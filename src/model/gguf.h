@@ -57,14 +57,29 @@ struct GgufValue {
   std::variant<int64_t, uint64_t, double, bool, std::string, GgufArray> value;
 };
 
+// llama.cpp's general.file_type (llama_ftype) for a file whose weight matrices are mostly
+// `t`; q4_K_M for the q4_K / q6_K mix. Throws for a type GGUF files cannot hold.
+uint32_t gguf_file_type(GgmlType t, bool q4_k_m = false);
+
 struct GgufTensorInfo {
   std::string name;
   GgmlType type = GgmlType::F32;
   std::vector<int64_t> ne;  // dims, ne[0] is the contiguous one (GGUF order)
-  uint64_t offset = 0;      // from the start of the data section
+  uint64_t offset = 0;      // from the start of the data section (0 in an assembled file)
   size_t n_bytes = 0;
+  const uint8_t* data = nullptr;  // the tensor's bytes: in the mapped file or, assembled, elsewhere
   int64_t n_elements() const;
 };
+
+// A tensor of an assembled model file: its bytes live outside any GGUF file.
+struct GgufExternalTensor {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::vector<int64_t> ne;  // GGUF order
+  const uint8_t* data = nullptr;
+};
+
+class GgufWriter;
 
 class GgufFile {
  public:
@@ -73,6 +88,12 @@ class GgufFile {
   // Parses bytes already in memory (fuzzing, tests); `name` is used in errors. The bytes
   // must outlive the object.
   GgufFile(std::string name, const uint8_t* data, size_t size);
+  // A model file put together in memory from another checkpoint format: the metadata a
+  // writer holds (it must have no tensors) and tensors whose bytes `storage` keeps alive.
+  // Checked like a parsed file (duplicate names, shapes against types).
+  static std::unique_ptr<GgufFile> assemble(std::string name, const GgufWriter& metadata,
+                                            std::vector<GgufExternalTensor> tensors,
+                                            std::shared_ptr<const void> storage);
   ~GgufFile();
   GgufFile(GgufFile&&) noexcept;
   GgufFile& operator=(GgufFile&&) noexcept;
@@ -106,15 +127,18 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
-  const uint8_t* tensor_data(const GgufTensorInfo& t) const { return data_ + data_offset_ + t.offset; }
+  const uint8_t* tensor_data(const GgufTensorInfo& t) const { return t.data; }
   // Asks the OS to read all tensor data ahead (no-op for in-memory files).
   void prefetch() const;
 
  private:
+  GgufFile() = default;
   void parse();
 
   std::string path_;
   std::unique_ptr<MmapFile> map_;
+  std::vector<uint8_t> header_;           // an assembled file's metadata, encoded
+  std::shared_ptr<const void> storage_;   // an assembled file's tensor bytes
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   uint32_t version_ = 0;
@@ -155,6 +179,7 @@ class GgufWriter {
              const std::function<void(uint64_t, uint64_t)>& progress = {}) const;
   // The whole file in memory (tests).
   std::vector<uint8_t> to_bytes() const;
+  bool has_tensors() const { return !tensors_.empty(); }
 
  private:
   struct Tensor {

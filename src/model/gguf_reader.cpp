@@ -257,6 +257,34 @@ GgufFile::GgufFile(std::string name, const uint8_t* data, size_t size)
   parse();
 }
 
+std::unique_ptr<GgufFile> GgufFile::assemble(std::string name, const GgufWriter& metadata,
+                                             std::vector<GgufExternalTensor> tensors,
+                                             std::shared_ptr<const void> storage) {
+  if (metadata.has_tensors()) fail("{}: an assembled model file takes its tensors separately", name);
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->path_ = std::move(name);
+  f->header_ = metadata.to_bytes();
+  f->data_ = f->header_.data();
+  f->size_ = f->header_.size();
+  f->parse();
+  f->storage_ = std::move(storage);
+  for (GgufExternalTensor& x : tensors) {
+    GgufTensorInfo t;
+    t.name = std::move(x.name);
+    t.type = x.type;
+    t.ne = std::move(x.ne);
+    const auto& tr = traits(t.type);
+    if (t.ne.empty() || t.ne[0] % tr.block_size != 0 || !x.data)
+      fail("{}: tensor '{}' has no data or a first dimension that is not whole {} blocks", f->path_, t.name, tr.name);
+    t.n_bytes = row_bytes(t.type, t.ne[0]) * size_t(t.n_elements() / t.ne[0]);
+    t.data = x.data;
+    f->tensors_.push_back(std::move(t));
+  }
+  if (auto dup = index_by_name(f->tensors_, tensor_name, f->tensors_by_name_))
+    fail("{}: duplicate tensor name '{}'", f->path_, f->tensors_[dup->first].name);
+  return f;
+}
+
 GgufFile::~GgufFile() = default;
 GgufFile::GgufFile(GgufFile&&) noexcept = default;
 GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
@@ -379,13 +407,14 @@ void GgufFile::parse() {
         path_, infos_end, alignment_, size_);
   }
   const uint64_t data_bytes = size_ - data_offset_;
-  for (const auto& t : tensors_) {
+  for (auto& t : tensors_) {
     if (t.offset > data_bytes || t.n_bytes > data_bytes - t.offset) {
       fail(
           "{}: tensor '{}': offset {} + {} bytes is past the end of the file (size {}, data "
           "section starts at byte {})",
           path_, t.name, t.offset, t.n_bytes, size_, data_offset_);
     }
+    t.data = data_ + data_offset_ + t.offset;
   }
   std::vector<uint32_t> by_offset(tensors_.size());
   std::iota(by_offset.begin(), by_offset.end(), 0u);

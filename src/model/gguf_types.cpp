@@ -1,6 +1,8 @@
 // Small pieces of the GGUF format that the reader and the writer share.
 #include "model/gguf.h"
 
+#include "core/error.h"
+
 namespace moe {
 
 std::string_view gguf_type_name(GgufValueType t) {
@@ -57,6 +59,24 @@ int64_t GgufTensorInfo::n_elements() const {
   int64_t n = 1;
   for (const int64_t d : ne) n *= d;
   return n;
+}
+
+uint32_t gguf_file_type(GgmlType t, bool q4_k_m) {
+  if (q4_k_m) return 15;
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::Q5_0: return 8;
+    case GgmlType::Q5_1: return 9;
+    case GgmlType::Q4_K: return 14;
+    case GgmlType::Q5_K: return 16;
+    case GgmlType::Q6_K: return 18;
+    case GgmlType::BF16: return 32;
+    default: fail("type {} cannot be the main type of a GGUF file", type_name(t));
+  }
 }
 
 }  // namespace moe

@@ -7,7 +7,10 @@
 namespace moe {
 
 std::unique_ptr<Model> Model::load(const std::string& path, const std::function<void(double)>& progress) {
-  auto file = std::make_unique<GgufFile>(path);
+  return from_file(std::make_unique<GgufFile>(path), progress);
+}
+
+std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const std::function<void(double)>& progress) {
   ModelConfig config = ModelConfig::from_gguf(*file);
   const GgufFile& f = *file;
   std::unique_ptr<Model> model =

@@ -42,6 +42,10 @@ class Model {
   // is called while weights are read in.
   static std::unique_ptr<Model> load(const std::string& path,
                                      const std::function<void(double)>& progress = {});
+  // The same for a model file already open (a GGUF file, or one assembled from a Hugging
+  // Face checkpoint).
+  static std::unique_ptr<Model> from_file(std::unique_ptr<GgufFile> file,
+                                          const std::function<void(double)>& progress = {});
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }

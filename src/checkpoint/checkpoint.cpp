@@ -1,0 +1,101 @@
+#include "checkpoint/checkpoint.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "checkpoint/hf_weights.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/tokenizer.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What an assembled model file's tensors point into.
+struct HfStorage {
+  std::unique_ptr<HfCheckpoint> checkpoint;
+  std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> buffers;
+};
+
+uint8_t* allocate(size_t n_bytes, const std::string& name) {
+  void* p = std::aligned_alloc(64, (n_bytes + 63) / 64 * 64);
+  if (!p) fail("out of memory for tensor '{}' ({} bytes)", name, n_bytes);
+  return static_cast<uint8_t*>(p);
+}
+
+std::unique_ptr<GgufFile> assemble_hf(const std::string& dir, const WeightFormat& format,
+                                      const std::function<void(double)>& progress) {
+  auto storage = std::make_shared<HfStorage>();
+  storage->checkpoint = open_hf_checkpoint(dir);
+  const HfCheckpoint& ck = *storage->checkpoint;
+  const GgufWriter metadata = hf_metadata(ck);
+
+  uint64_t total = 0, done = 0;
+  for (const HfPlannedTensor& t : ck.plan.tensors) total += uint64_t(t.n_rows()) * uint64_t(t.ne[0]);
+  ThreadPool pool(0);
+  std::vector<GgufExternalTensor> tensors;
+  for (const HfPlannedTensor& t : ck.plan.tensors) {
+    const GgmlType type = hf_storage_type(ck.plan, t, format);
+    const uint8_t* data = hf_bytes_in_place(t, type);
+    if (!data) {
+      const size_t n_bytes = row_bytes(type, t.ne[0]) * size_t(t.n_rows());
+      uint8_t* buf = allocate(n_bytes, t.name);
+      storage->buffers.emplace_back(buf, &std::free);
+      hf_fill(ck.plan, t, type, buf, pool);
+      hf_release_sources(t);
+      data = buf;
+    }
+    tensors.push_back({t.name, type, t.ne, data});
+    done += uint64_t(t.n_rows()) * uint64_t(t.ne[0]);
+    if (progress && total > 0) progress(double(done) / double(total));
+  }
+  return GgufFile::assemble(dir, metadata, std::move(tensors), std::move(storage));
+}
+
+}  // namespace
+
+bool is_hf_checkpoint(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+std::unique_ptr<HfCheckpoint> open_hf_checkpoint(const std::string& dir) {
+  auto ck = std::make_unique<HfCheckpoint>(HfCheckpoint{read_hf_config(dir), SafetensorsSet::open(dir), {}});
+  ck->plan = plan_hf_tensors(ck->model, ck->shards);
+  return ck;
+}
+
+GgufWriter hf_metadata(const HfCheckpoint& ck) {
+  GgufWriter w = ck.model.metadata;
+  const fs::path tokenizer = fs::path(ck.model.dir) / "tokenizer.json";
+  if (!fs::exists(tokenizer)) {
+    spdlog::warn("{}: no tokenizer.json: the model runs on token ids only", ck.model.dir);
+    return w;
+  }
+  write_gguf_vocab(w, gguf_vocab_from_spec(read_hf_tokenizer_spec(tokenizer.string()), ck.model.config.n_vocab));
+  return w;
+}
+
+std::unique_ptr<GgufFile> open_model_file(const std::string& path, const WeightFormat& format,
+                                          const std::function<void(double)>& progress) {
+  if (is_hf_checkpoint(path)) return assemble_hf(path, format, progress);
+  if (format.mode != WeightFormat::Auto)
+    fail("{}: --weight-type {} applies to Hugging Face checkpoint directories; a GGUF file keeps its own types "
+         "(re-quantize with moengine convert from the checkpoint, or llama-quantize)",
+         path, weight_format_name(format));
+  return std::make_unique<GgufFile>(path);
+}
+
+std::unique_ptr<Model> load_model(const std::string& path, const WeightFormat& format,
+                                  const std::function<void(double)>& progress) {
+  // An assembled file's weights were just written, and its progress was that writing.
+  if (is_hf_checkpoint(path)) return Model::from_file(assemble_hf(path, format, progress));
+  return Model::from_file(open_model_file(path, format), progress);
+}
+
+}  // namespace moe

@@ -1,49 +1,22 @@
 // The moengine binary end to end: gen-model, generate --json / --logits-out, and the
 // errors a user sees for bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/npy.h"
+#include "support/run_cli.h"
 
 namespace moe {
 namespace {
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
+using Result = testing::CliResult;
 
-std::string bin() {
-  const char* b = std::getenv("MOENGINE_BIN");
-  return b ? b : "moengine";
-}
+std::string tmp() { return testing::test_dir("cli"); }
 
-std::string tmp() {
-  const char* t = std::getenv("MOENGINE_TEST_TMP");
-  std::filesystem::path dir = std::filesystem::path(t ? t : "/tmp") / "cli";
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
-
-Result run(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = bin() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Result run(const std::string& args, bool with_stderr = true) { return testing::run_moengine(args, with_stderr); }
 
 class Cli : public ::testing::Test {
  protected:

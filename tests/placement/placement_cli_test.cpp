@@ -1,42 +1,20 @@
 // moengine placement end to end: gen-trace, plan (full and incremental), eval, compare,
 // heatmap, and the errors a user sees.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/run_cli.h"
+
 namespace {
 
-struct Result {
-  int status;
-  std::string out;
-};
+using Result = moe::testing::CliResult;
 
-std::string dir() {
-  const char* t = std::getenv("MOENGINE_TEST_TMP");
-  const std::filesystem::path d = std::filesystem::path(t ? t : "/tmp") / "placement-cli";
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+std::string dir() { return moe::testing::test_dir("placement-cli"); }
 
-Result run(const std::string& args) {
-  const char* b = std::getenv("MOENGINE_BIN");
-  const std::string cmd = std::string(b ? b : "moengine") + " placement " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Result run(const std::string& args) { return moe::testing::run_moengine("placement " + args); }
 
 const std::string kTopo = " --nodes 2 --devices-per-node 4 --slots-per-device 9";
 

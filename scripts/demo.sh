@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo: builds moengine, generates a default model (DeepSeek-V2/V3 shaped, random
-# weights), runs prompts through it offline, then starts `moengine serve` on it, sends
+# weights), runs prompts through it offline, loads the same kind of model from a Hugging Face
+# checkpoint directory (FP8) and converts it to GGUF, then starts `moengine serve` on it, sends
 # OpenAI API requests (plain and streamed), load-tests it with `moengine bench serve` and
 # shows the server's metrics. DEMO_PRESET=mid uses the 2.6B parameter model (about 2.8 GB
 # at q8_0) instead of the tiny one.
@@ -22,6 +23,13 @@ echo "== generate: greedy continuation of a text prompt (random weights: the ans
 echo
 echo "== generate: the same from token ids, with sampling"
 "$bin" generate --model "$model" --prompt-ids 300,301,302,303,304 --max-tokens 16 --ignore-eos --temperature 0.8 --seed 1 --json
+
+echo
+echo "== checkpoints: a Hugging Face directory (tiny, FP8 with block scales) served as it is, and converted to GGUF"
+hf="$root/models/deepseek2-tiny-hf-fp8"
+[ -f "$hf/config.json" ] || "$bin" gen-model --arch deepseek2 --preset tiny --format hf --type fp8 --out "$hf"
+"$bin" generate --model "$hf" --weight-type fp8 --prompt "The mixture of experts model" --max-tokens 8 --ignore-eos --json
+"$bin" convert "$hf" --out "$root/models/deepseek2-tiny-from-hf-q8_0.gguf" --type q8_0
 
 echo
 echo "== bench model: prefill and decode speed, and the decode roofline"

@@ -9,6 +9,22 @@
 #include "cli/progress.h"
 
 namespace moe::cli {
+namespace {
+
+// VmRSS of this process in MiB (0 where /proc is not there): what the loaded model holds in
+// memory, mapped file pages included.
+double resident_mib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0.0;
+  char line[256];
+  long kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return double(kib) / 1024.0;
+}
+
+}  // namespace
 
 void add_model_options(CLI::App& cmd, ModelArgs& args) {
   cmd.add_option("--model,-m", args.path,
@@ -28,7 +44,8 @@ std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args) {
   ProgressBar bar((converting ? "loading checkpoint " : "loading ") + args.path);
   auto model = load_model(args.path, format, [&](double f) { bar.update(f); });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  bar.done(fmt::format("{:.0f} MiB in {:.1f} s", double(model->total_weight_bytes()) / 1048576.0, secs));
+  bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident",
+                       double(model->total_weight_bytes()) / 1048576.0, secs, resident_mib()));
   std::fprintf(stderr, "model: %s\n", model->config().summary().c_str());
   return model;
 }

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -239,13 +240,15 @@ void hf_decode_row(const HfPlan& plan, const HfSource& s, int64_t row, int64_t c
       return;
     }
     case StDtype::F8_E4M3: {
-      const int64_t scale_cols = s.scale->shape[1];
       const uint8_t* codes = t.data + at;
-      for (int64_t i = 0; i < n; ++i) {
+      const uint8_t* scales = s.scale->data + size_t((row / plan.fp8_block_rows) * s.scale->shape[1]) * 4;
+      // One scale per run of columns in the same block.
+      for (int64_t i = 0; i < n;) {
+        const int64_t block = (col0 + i) / plan.fp8_block_cols;
+        const int64_t end = std::min(n, (block + 1) * plan.fp8_block_cols - col0);
         float scale;
-        const int64_t k = (row / plan.fp8_block_rows) * scale_cols + (col0 + i) / plan.fp8_block_cols;
-        std::memcpy(&scale, s.scale->data + size_t(k) * 4, 4);
-        out[i] = fp8_e4m3_to_f32(codes[i]) * scale;
+        std::memcpy(&scale, scales + size_t(block) * 4, 4);
+        for (; i < end; ++i) out[i] = kFp8E4m3ToF32[codes[i]] * scale;
       }
       return;
     }

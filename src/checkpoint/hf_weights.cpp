@@ -96,9 +96,15 @@ GgmlType hf_storage_type(const HfPlan& plan, const HfPlannedTensor& t, const Wei
   return GgmlType::F32;
 }
 
-const uint8_t* hf_bytes_in_place(const HfPlannedTensor& t, GgmlType type) {
-  if (t.layout != HfLayout::Direct || float_type(t.dtype()) != type) return nullptr;
-  return t.sources[0].tensor->data;
+std::vector<const uint8_t*> hf_bytes_in_place(const HfPlannedTensor& t, GgmlType type) {
+  if ((t.layout != HfLayout::Direct && t.layout != HfLayout::ExpertStack) || float_type(t.dtype()) != type) return {};
+  std::vector<const uint8_t*> parts;
+  for (const HfSource& s : t.sources) {
+    // Safetensors does not align tensors; the kernels read elements of their own size.
+    if (uintptr_t(s.tensor->data) % st_dtype_size(s.tensor->dtype) != 0) return {};
+    parts.push_back(s.tensor->data);
+  }
+  return parts;
 }
 
 void hf_fill(const HfPlan& plan, const HfPlannedTensor& t, GgmlType type, uint8_t* dst, ThreadPool& pool) {

@@ -68,7 +68,12 @@ struct GgufTensorInfo {
   uint64_t offset = 0;      // from the start of the data section (0 in an assembled file)
   size_t n_bytes = 0;
   const uint8_t* data = nullptr;  // the tensor's bytes: in the mapped file or, assembled, elsewhere
+  // An assembled 3-D tensor whose matrices lie apart (a checkpoint's experts used in place):
+  // one pointer per index of the last dimension; empty when the tensor is contiguous.
+  std::vector<const uint8_t*> slices;
   int64_t n_elements() const;
+  // Row r of the tensor (rows over ne[1..]), wherever its slice lies.
+  const uint8_t* row(int64_t r) const;
 };
 
 // A tensor of an assembled model file: its bytes live outside any GGUF file.
@@ -77,6 +82,7 @@ struct GgufExternalTensor {
   GgmlType type = GgmlType::F32;
   std::vector<int64_t> ne;  // GGUF order
   const uint8_t* data = nullptr;
+  std::vector<const uint8_t*> slices;  // or, for a 3-D tensor, one pointer per matrix
 };
 
 class GgufWriter;

@@ -274,10 +274,14 @@ std::unique_ptr<GgufFile> GgufFile::assemble(std::string name, const GgufWriter&
     t.type = x.type;
     t.ne = std::move(x.ne);
     const auto& tr = traits(t.type);
+    if (!x.slices.empty()) x.data = x.slices.front();
     if (t.ne.empty() || t.ne[0] % tr.block_size != 0 || !x.data)
       fail("{}: tensor '{}' has no data or a first dimension that is not whole {} blocks", f->path_, t.name, tr.name);
+    if (!x.slices.empty() && (t.ne.size() != 3 || int64_t(x.slices.size()) != t.ne[2]))
+      fail("{}: tensor '{}' has {} slices for shape of {} dimensions", f->path_, t.name, x.slices.size(), t.ne.size());
     t.n_bytes = row_bytes(t.type, t.ne[0]) * size_t(t.n_elements() / t.ne[0]);
     t.data = x.data;
+    t.slices = std::move(x.slices);
     f->tensors_.push_back(std::move(t));
   }
   if (auto dup = index_by_name(f->tensors_, tensor_name, f->tensors_by_name_))

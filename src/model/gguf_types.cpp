@@ -54,6 +54,12 @@ size_t GgufArray::size() const {
   }
 }
 
+const uint8_t* GgufTensorInfo::row(int64_t r) const {
+  const size_t rb = row_bytes(type, ne[0]);
+  if (slices.empty()) return data + size_t(r) * rb;
+  return slices[size_t(r / ne[1])] + size_t(r % ne[1]) * rb;
+}
+
 int64_t GgufTensorInfo::n_elements() const {
   // The reader has already rejected shapes whose product overflows.
   int64_t n = 1;

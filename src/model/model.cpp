@@ -24,8 +24,11 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
   for (const auto& t : tensors) total += t.n_bytes;
   volatile uint8_t sink = 0;
   for (const auto& t : tensors) {
-    const uint8_t* p = f.tensor_data(t);
-    for (size_t off = 0; off < t.n_bytes; off += 4096) sink = sink + p[off];
+    const size_t parts = t.slices.empty() ? 1 : t.slices.size();
+    for (size_t s = 0; s < parts; ++s) {
+      const uint8_t* p = t.slices.empty() ? f.tensor_data(t) : t.slices[s];
+      for (size_t off = 0; off < t.n_bytes / parts; off += 4096) sink = sink + p[off];
+    }
     done += t.n_bytes;
     if (progress && total > 0) progress(double(done) / double(total));
   }

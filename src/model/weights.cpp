@@ -14,6 +14,7 @@ QMatrix Tensor::matrix() const {
 
 QMatrix Tensor::slice(int64_t i) const {
   const size_t rb = row_bytes(type, ne[0]);
+  if (!slices.empty()) return QMatrix{type, ne[1], ne[0], slices[size_t(i)], rb};
   return QMatrix{type, ne[1], ne[0], data + size_t(i) * size_t(ne[1]) * rb, rb};
 }
 
@@ -40,7 +41,7 @@ Tensor TensorTable::optional(const std::string& name, std::vector<int64_t> shape
          file_.path(), name, type_name(info->type));
   }
   bytes_used_ += info->n_bytes;
-  return Tensor{name, info->type, info->ne, file_.tensor_data(*info)};
+  return Tensor{name, info->type, info->ne, file_.tensor_data(*info), info->slices};
 }
 
 Tensor TensorTable::require(const std::string& name, std::vector<int64_t> shape) const {

@@ -16,6 +16,7 @@ struct Tensor {
   GgmlType type = GgmlType::F32;
   std::vector<int64_t> ne;  // GGUF order: ne[0] is contiguous
   const uint8_t* data = nullptr;
+  std::vector<const uint8_t*> slices;  // 3-D tensors whose matrices lie apart (see GgufTensorInfo)
 
   explicit operator bool() const { return data != nullptr; }
   // The tensor as a matrix of ne[1] rows (2-D tensors only).

@@ -206,14 +206,12 @@ class Reader {
            tr.name);
     }
     out.data.resize(size_t(n));
-    const uint8_t* src = f_.tensor_data(t);
-    const size_t rb = row_bytes(t.type, ne0);
     for (int64_t r = 0; r < n / ne0; ++r) {
       float* dst = out.data.data() + r * ne0;
       if (t.type == GgmlType::F32) {
-        std::memcpy(dst, src + size_t(r) * rb, size_t(ne0) * sizeof(float));
+        std::memcpy(dst, t.row(r), size_t(ne0) * sizeof(float));
       } else {
-        dequantize_row(t.type, src + size_t(r) * rb, dst, ne0);
+        dequantize_row(t.type, t.row(r), dst, ne0);
       }
     }
     return out;

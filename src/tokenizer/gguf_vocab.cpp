@@ -1,5 +1,7 @@
 #include "tokenizer/gguf_vocab.h"
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "model/gguf.h"
 
@@ -20,7 +22,8 @@ bool looks_special(const std::string& t) {
 GgufVocab gguf_vocab_from_spec(const TokenizerSpec& spec, int64_t n_vocab) {
   GgufVocab v;
   v.pre = gguf_name_for_pre_tokenizer(spec.pre);
-  if (v.pre.empty()) fail("the tokenizer's pre-tokenizer has no GGUF name (known: deepseek-v3, qwen2, llama-bpe, gpt-2)");
+  if (v.pre.empty())
+    fail("the tokenizer's pre-tokenizer is not one that GGUF names (tokenizer.ggml.pre: {})", gguf_pre_tokenizer_names());
   const size_t n = std::max<size_t>(spec.tokens.size(), size_t(std::max<int64_t>(n_vocab, 0)));
   if (n_vocab > 0 && size_t(n_vocab) < spec.tokens.size())
     fail("n_vocab {} is smaller than the tokenizer's {} tokens", n_vocab, spec.tokens.size());
@@ -54,7 +57,7 @@ GgufVocab gguf_vocab_from_spec(const TokenizerSpec& spec, int64_t n_vocab) {
 
 void write_gguf_vocab(GgufWriter& w, const GgufVocab& v) {
   w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", v.pre);
+  if (!v.pre.empty()) w.set_string("tokenizer.ggml.pre", v.pre);
   w.set_array_string("tokenizer.ggml.tokens", v.tokens);
   w.set_array_i32("tokenizer.ggml.token_type", v.token_types);
   w.set_array_string("tokenizer.ggml.merges", v.merges);
@@ -91,8 +94,17 @@ TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& f) {
     if (sp == std::string::npos) fail("{}: tokenizer.ggml.merges[{}] '{}' is not \"left right\"", f.path(), i, m);
     s.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
   }
-  const std::string pre = f.get_string("tokenizer.ggml.pre").value_or("default");
-  s.pre = pre_tokenizer_for_gguf(pre);
+  std::string pre = f.get_string("tokenizer.ggml.pre").value_or("");
+  if (pre.empty()) {
+    // Files from converters older than tokenizer.ggml.pre; llama.cpp reads them this way too.
+    spdlog::warn("{}: tokenizer.ggml.pre is missing; splitting text with llama.cpp's 'default' pre-tokenizer, "
+                 "which may not be the model's own",
+                 f.path());
+    pre = "default";
+  }
+  const GgufPreTokenizer& p = gguf_pre_tokenizer(pre, f.path());
+  s.pre = p.steps;
+  s.ignore_merges = p.ignore_merges;
   if (pre == "qwen2") s.normalizer = {NormalForm::NFC};
   auto id = [&](const char* key) {
     const int64_t v = f.get_int(key).value_or(-1);

@@ -20,7 +20,7 @@ struct GgufVocab {
   std::vector<std::string> tokens;
   std::vector<int32_t> token_types;
   std::vector<std::string> merges;  // "left right", by rank
-  std::string pre;                  // tokenizer.ggml.pre
+  std::string pre;                  // tokenizer.ggml.pre; "" writes no key, as old converters did
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t eot_id = -1;
@@ -39,9 +39,10 @@ GgufVocab gguf_vocab_from_spec(const TokenizerSpec& spec, int64_t n_vocab = 0);
 void write_gguf_vocab(GgufWriter& w, const GgufVocab& v);
 
 // Reads tokenizer.ggml.* (model "gpt2"); errors name the file and the key. Control tokens
-// become special added tokens and user-defined ones plain added tokens. The normalizer,
-// which GGUF does not carry, is restored from the pre-tokenizer name (NFC for qwen2, as
-// in Qwen's tokenizer.json).
+// become special added tokens and user-defined ones plain added tokens. Text is split by
+// llama.cpp's rules for tokenizer.ggml.pre (gguf_pre_tokenizer); without the key, by its
+// 'default' rules, with a warning. The normalizer, which GGUF does not carry, is restored
+// from the pre-tokenizer name (NFC for qwen2, as in Qwen's tokenizer.json).
 TokenizerSpec tokenizer_spec_from_gguf(const GgufFile& f);
 
 // A tokenizer.json (with tokenizer_config.json beside it) or a .gguf file.

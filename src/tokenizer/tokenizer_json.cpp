@@ -96,6 +96,11 @@ struct Reader {
       s.behavior = behavior(str(need(j, "behavior", where), where + ".behavior"), where + ".behavior");
       s.invert = flag(j, "invert", false);
       out.push_back(std::move(s));
+    } else if (type == "Digits") {
+      PreTokenizerStep s;
+      s.kind = PreTokenizerStep::Digits;
+      s.individual_digits = flag(j, "individual_digits", false);
+      out.push_back(s);
     } else if (type == "ByteLevel") {
       PreTokenizerStep s;
       s.kind = PreTokenizerStep::ByteLevel;
@@ -103,7 +108,7 @@ struct Reader {
       s.use_regex = flag(j, "use_regex", true);
       out.push_back(s);
     } else {
-      bad(where, fmt::format("pre-tokenizer type \"{}\" is not supported (Sequence, Split, ByteLevel)", type));
+      bad(where, fmt::format("pre-tokenizer type \"{}\" is not supported (Sequence, Split, Digits, ByteLevel)", type));
     }
   }
 };

@@ -2,29 +2,32 @@
 // the way llama.cpp's converter writes it, must tokenize exactly like the tokenizer.json
 // it came from.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
 
 #include "core/error.h"
+#include "gguf_round_trip.h"
 #include "js_reference.h"
-#include "model/gguf.h"
-#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/synthetic_vocab.h"
 
 namespace moe {
 namespace {
 
-struct Loaded {
-  std::vector<uint8_t> bytes;
-  Tokenizer tok;
-};
+using test::GgufTokenizer;
+using test::through_gguf;
 
-Loaded through_gguf(const GgufVocab& v) {
-  GgufWriter w;
-  w.set_string("general.architecture", "deepseek2");
-  write_gguf_vocab(w, v);
-  std::vector<uint8_t> bytes = w.to_bytes();
-  const GgufFile f("vocab.gguf", bytes.data(), bytes.size());
-  return {std::move(bytes), Tokenizer(tokenizer_spec_from_gguf(f))};
-}
+// What spdlog's default logger writes while this is alive.
+struct CapturedLog {
+  std::ostringstream text;
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  CapturedLog() {
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("captured", std::make_shared<spdlog::sinks::ostream_sink_st>(text)));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous); }
+};
 
 class GgufConformance : public ::testing::TestWithParam<const char*> {};
 
@@ -38,7 +41,7 @@ TEST_P(GgufConformance, SameIdsAsTokenizerJson) {
   const int64_t n_vocab = package == "tokenizer-deepseek_v3" ? 129280 : 0;
   const GgufVocab v = gguf_vocab_from_spec(spec, n_vocab);
   EXPECT_EQ(v.pre, package == "tokenizer-deepseek_v3" ? "deepseek-v3" : "qwen2");
-  const Loaded g = through_gguf(v);
+  const GgufTokenizer g = through_gguf(v);
   EXPECT_EQ(g.tok.n_vocab(), n_vocab ? n_vocab : json_tok.n_vocab());
   EXPECT_EQ(g.tok.bos_id(), json_tok.bos_id());
   EXPECT_EQ(g.tok.eos_id(), json_tok.eos_id());
@@ -84,7 +87,7 @@ TEST(GgufVocab, TokenTypesFollowLlamaCppConverter) {
 
 TEST(GgufVocab, SyntheticVocabularyRoundTripsAnyText) {
   for (VocabFlavor flavor : {VocabFlavor::Deepseek, VocabFlavor::Qwen}) {
-    const Loaded g = through_gguf(make_synthetic_vocab(2048, flavor));
+    const GgufTokenizer g = through_gguf(make_synthetic_vocab(2048, flavor));
     const std::string text = "Hello world, the experts route tokens \xe4\xb8\xad\xe6\x96\x87 123456 \xf0\x9f\x98\x80\n\t end";
     const std::vector<int32_t> ids = g.tok.encode(text);
     EXPECT_LT(ids.size(), text.size());  // merges apply
@@ -102,12 +105,30 @@ TEST(GgufVocab, MissingOrBadKeysAreErrorsNamingTheKey) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.model"), std::string::npos) << e.what();
   }
+}
+
+TEST(GgufVocab, UnknownPreTokenizerIsAnErrorListingTheSupportedOnes) {
   GgufVocab v = make_synthetic_vocab(300, VocabFlavor::Qwen);
   v.pre = "mystery";
-  GgufWriter w2;
-  write_gguf_vocab(w2, v);
-  bytes = w2.to_bytes();
-  EXPECT_THROW(tokenizer_spec_from_gguf(GgufFile("m.gguf", bytes.data(), bytes.size())), Error);
+  try {
+    through_gguf(v, "m.gguf");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* part : {"m.gguf", "tokenizer.ggml.pre 'mystery'", "deepseek-v3", "deepseek-llm", "deepseek-coder",
+                             "qwen2", "llama-bpe", "llama3", "gpt-2", "default"})
+      EXPECT_NE(what.find(part), std::string::npos) << part << " is not in: " << what;
+  }
+}
+
+TEST(GgufVocab, MissingPreTokenizerIsLlamaCppDefaultWithAWarning) {
+  GgufVocab v = make_synthetic_vocab(300, VocabFlavor::Qwen);
+  v.pre = "";
+  CapturedLog log;
+  const GgufTokenizer g = through_gguf(v, "old.gguf");
+  EXPECT_EQ(g.tok.spec().pre, pre_tokenizer_for_gguf("default"));
+  EXPECT_NE(log.text.str().find("old.gguf: tokenizer.ggml.pre is missing"), std::string::npos) << log.text.str();
+  EXPECT_NE(log.text.str().find("'default'"), std::string::npos) << log.text.str();
 }
 
 }  // namespace

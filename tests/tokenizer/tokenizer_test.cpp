@@ -2,11 +2,15 @@
 // are known by hand, every split behaviour, stray bytes, added-token stripping, streaming
 // decode and stop strings.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_json_writer.h"
 #include "tokenizer/utf8.h"
 
 namespace moe {
@@ -124,7 +128,66 @@ TEST(PreTokenizer, ContractionsAreAsciiOnly) {
             (std::vector<std::string>{"it", "'S", " it\xc5\xbf"}));
 }
 
-TEST(PreTokenizer, UnknownGgufNameIsAnError) { EXPECT_THROW(pre_tokenizer_for_gguf("no-such-pre"), Error); }
+std::vector<std::string> words_of(const std::vector<PreTokenizerStep>& steps, std::string_view text) {
+  PreTokenizer p(steps);
+  std::vector<std::string_view> words;
+  std::deque<std::string> owned;
+  p.split(text, words, owned);
+  return {words.begin(), words.end()};
+}
+
+TEST(PreTokenizer, DigitsSplitsEveryNumericCharacter) {
+  // Hugging Face tests char::is_numeric: Arabic-Indic three and one half are digits too.
+  PreTokenizerStep digits;
+  digits.kind = PreTokenizerStep::Digits;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(words_of({digits}, "a12\xd9\xa3" "b\xc2\xbd"), (V{"a", "12\xd9\xa3", "b", "\xc2\xbd"}));
+  digits.individual_digits = true;
+  EXPECT_EQ(words_of({digits}, "a12\xd9\xa3" "b\xc2\xbd"), (V{"a", "1", "2", "\xd9\xa3", "b", "\xc2\xbd"}));
+}
+
+TEST(PreTokenizer, DeepseekLlmGgufSplitsAsLlamaCppDoes) {
+  // Newlines, letters with one space before them, punctuation, trailing whitespace, CJK,
+  // then runs of digits (the models' files isolate each digit; llama.cpp does not).
+  EXPECT_EQ(words_of(pre_tokenizer_for_gguf("deepseek-llm"), "Hello \xe4\xb8\x96\xe7\x95\x8c 123!\n  ok  "),
+            (std::vector<std::string>{"Hello", " ", "\xe4\xb8\x96\xe7\x95\x8c", " ", "123", "!", "\n", " ", " ok", "  "}));
+  EXPECT_EQ(words_of(pre_tokenizer_for_gguf("deepseek-coder"), "x=12;"), (std::vector<std::string>{"x", "=", "1", "2", ";"}));
+}
+
+TEST(PreTokenizer, EveryGgufNameCompilesAndIsRecognised) {
+  EXPECT_EQ(gguf_pre_tokenizer_names(), "deepseek-v3, deepseek-llm, deepseek-coder, qwen2, llama-bpe, llama3, gpt-2, default");
+  for (const char* name : {"deepseek-v3", "deepseek-llm", "deepseek-coder", "qwen2", "llama-bpe", "gpt-2", "default"}) {
+    EXPECT_NO_THROW(PreTokenizer{pre_tokenizer_for_gguf(name)}) << name;
+    EXPECT_EQ(gguf_name_for_pre_tokenizer(pre_tokenizer_for_gguf(name)), name);
+  }
+  EXPECT_EQ(gguf_name_for_pre_tokenizer(pre_tokenizer_for_gguf("llama3")), "llama-bpe");
+  EXPECT_TRUE(gguf_pre_tokenizer("llama3").ignore_merges);
+  EXPECT_FALSE(gguf_pre_tokenizer("deepseek-llm").ignore_merges);
+}
+
+TEST(PreTokenizer, UnknownGgufNameIsAnErrorListingTheKnownOnes) {
+  try {
+    pre_tokenizer_for_gguf("no-such-pre");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "tokenizer.ggml.pre 'no-such-pre' is not supported (supported: " + gguf_pre_tokenizer_names() + ")");
+  }
+}
+
+TEST(TokenizerJson, DigitsStepIsWrittenAndReadBack) {
+  TokenizerSpec s = toy_spec();
+  PreTokenizerStep digits;
+  digits.kind = PreTokenizerStep::Digits;
+  digits.individual_digits = true;
+  s.pre.insert(s.pre.begin(), digits);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("moe-digits-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_hf_tokenizer(s, dir.string());
+  const TokenizerSpec back = read_hf_tokenizer_spec((dir / "tokenizer.json").string());
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(back.pre, s.pre);
+}
 
 TEST(Utf8, IncompleteTail) {
   EXPECT_EQ(utf8_incomplete_tail("abc"), 0u);

@@ -7,7 +7,8 @@
 // does walking the layers. Its counters: GB/s of weight bytes read, and `roofline`, that
 // rate over the plain read bandwidth measured at start-up with the same thread count.
 // GemvCached runs the same GEMV on one cache-resident matrix: the compute ceiling, which
-// should sit well above the memory roofline.
+// should sit well above the memory roofline. Batch16 is batched decode: 16 tokens against
+// the same cold weights, with Gemv's counters plus GFLOP/s.
 // Gemm (64 and 512 tokens, prefill) reuses one matrix and reports GFLOP/s (2 per
 // multiply-add). Shapes: 2048x2048 (attention/dense) and 384x2048 (one expert's gate/up).
 #include <benchmark/benchmark.h>
@@ -119,7 +120,7 @@ void register_all() {
   BENCHMARK(mem_read)->Name("MemRead/1GiB")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
                             GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                            GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
+                            GgmlType::F16,  GgmlType::BF16, GgmlType::F32,  GgmlType::F8_E4M3_B128};
   const std::pair<int64_t, int64_t> shapes[] = {{2048, 2048}, {384, 2048}};
   for (GgmlType t : types) {
     for (auto [rows, cols] : shapes) {
@@ -128,6 +129,11 @@ void register_all() {
         benchmark::RegisterBenchmark(("Gemv/" + std::string(type_name(t)) + "/" + shape + "/threads:" +
                                       std::to_string(threads)).c_str(),
                                      [=](benchmark::State& s) { run_matmul(s, t, rows, cols, 1, threads, true); })
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("Batch16/" + std::string(type_name(t)) + "/" + shape + "/threads:" +
+                                      std::to_string(threads)).c_str(),
+                                     [=](benchmark::State& s) { run_matmul(s, t, rows, cols, 16, threads, true); })
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }

@@ -43,6 +43,11 @@ void fill_fp8_rows(const HfPlan& plan, const HfPlannedTensor& t, uint8_t* dst, i
       const int64_t k = (ref.row / plan.fp8_block_rows) * scale_cols + c * kFp8Block / plan.fp8_block_cols;
       std::memcpy(out, ref.source->scale->data + size_t(k) * 4, 4);
       std::memcpy(out + 4, codes + c * kFp8Block, kFp8Block);
+      // NaN codes would compute as 480 on the SIMD path: a checkpoint holding one is broken.
+      for (int64_t i = 0; i < kFp8Block; ++i)
+        if ((out[4 + i] & 0x7F) == 0x7F)
+          fail("tensor '{}' ({}) holds an FP8 NaN code at row {}, column {}", ref.source->name, t.name, ref.row,
+               c * kFp8Block + i);
       out += 4 + kFp8Block;
     }
   }

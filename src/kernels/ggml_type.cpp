@@ -8,7 +8,7 @@
 namespace moe {
 namespace {
 
-constexpr std::array<GgmlTypeTraits, 15> kTypes = {{
+constexpr std::array<GgmlTypeTraits, 15> kGgufTypes = {{
     {GgmlType::F32, "f32", 1, 4, true},
     {GgmlType::F16, "f16", 1, 2, true},
     {GgmlType::Q4_0, "q4_0", 32, 18, true},
@@ -26,33 +26,48 @@ constexpr std::array<GgmlTypeTraits, 15> kTypes = {{
     {GgmlType::BF16, "bf16", 1, 2, true},
 }};
 
+constexpr std::array<GgmlTypeTraits, 1> kInternalTypes = {{
+    {GgmlType::F8_E4M3_B128, "fp8_e4m3", 128, 132, true},
+}};
+
+// The first known type that matches, GGUF types before internal ones.
+template <class Fn>
+const GgmlTypeTraits* find_type(Fn match) {
+  for (const auto& t : kGgufTypes) {
+    if (match(t)) return &t;
+  }
+  for (const auto& t : kInternalTypes) {
+    if (match(t)) return &t;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id) {
-  for (const auto& t : kTypes) {
+  for (const auto& t : kGgufTypes) {
     if (uint32_t(t.type) == id) return t;
   }
   return std::nullopt;
 }
 
 const GgmlTypeTraits& traits(GgmlType type) {
-  for (const auto& t : kTypes) {
-    if (t.type == type) return t;
-  }
+  if (const auto* t = find_type([type](const GgmlTypeTraits& t) { return t.type == type; })) return *t;
   fail("unknown tensor type id {}", uint32_t(type));
 }
 
 std::optional<GgmlType> parse_type_name(std::string_view name) {
-  for (const auto& t : kTypes) {
-    if (!t.supported || t.name.size() != name.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < name.size() && same; ++i) {
-      same = std::tolower(static_cast<unsigned char>(name[i])) ==
-             std::tolower(static_cast<unsigned char>(t.name[i]));
+  const auto* t = find_type([name](const GgmlTypeTraits& t) {
+    if (!t.supported || t.name.size() != name.size()) return false;
+    for (size_t i = 0; i < name.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(name[i])) != std::tolower(static_cast<unsigned char>(t.name[i]))) {
+        return false;
+      }
     }
-    if (same) return t.type;
-  }
-  return std::nullopt;
+    return true;
+  });
+  if (t == nullptr) return std::nullopt;
+  return t->type;
 }
 
 }  // namespace moe

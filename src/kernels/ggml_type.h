@@ -1,5 +1,6 @@
 #pragma once
-// Tensor element types with the numeric ids and block layouts GGUF files use.
+// Tensor element types with the numeric ids and block layouts GGUF files use, plus
+// moengine's internal weight types (ids no GGUF writer uses; never read or written as GGUF).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -23,6 +24,9 @@ enum class GgmlType : uint32_t {
   Q6_K = 14,
   Q8_K = 15,
   BF16 = 30,
+  // Internal: FP8 checkpoint weights served as they are. A block of 128 values is an f32
+  // scale followed by 128 E4M3 codes (132 bytes); value = scale * e4m3(code).
+  F8_E4M3_B128 = 1000,
 };
 
 struct GgmlTypeTraits {
@@ -33,8 +37,10 @@ struct GgmlTypeTraits {
   bool supported;          // moengine can compute with it (others are only recognised)
 };
 
-// Traits of a known type id, or nullopt for an id no GGUF writer uses.
+// Traits of a GGUF type id, or nullopt for an id no GGUF writer uses (the internal types
+// included: the GGUF reader and writer validate ids with this).
 std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id);
+// Traits of any type, internal ones included.
 const GgmlTypeTraits& traits(GgmlType type);
 
 inline std::string_view type_name(GgmlType t) { return traits(t).name; }
@@ -45,7 +51,8 @@ inline size_t row_bytes(GgmlType t, int64_t n) {
   return size_t(n / tr.block_size) * tr.block_bytes;
 }
 
-// Parses "f32", "q8_0", "Q4_K", ... (case-insensitive) into a supported type.
+// Parses "f32", "q8_0", "Q4_K", "fp8_e4m3", ... (case-insensitive) into a supported type,
+// internal ones included: callers that write GGUF must refuse those.
 std::optional<GgmlType> parse_type_name(std::string_view name);
 
 }  // namespace moe

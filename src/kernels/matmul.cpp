@@ -28,19 +28,26 @@ mm::PackQ8Fn pack_fn() {
 mm::RowsFn rows_fn(MatmulPath path, GgmlType t) {
   mm::RowsFn fn = nullptr;
   if (path == MatmulPath::Avx2) {
-    fn = mm::act_format(t) == ActFormat::Q8x256 ? mm::avx2_rows_kquant(t) : mm::avx2_rows(t);
+    fn = t == GgmlType::F8_E4M3_B128                 ? mm::avx2_rows_fp8()
+         : mm::act_format(t) == ActFormat::Q8x256 ? mm::avx2_rows_kquant(t)
+                                                   : mm::avx2_rows(t);
   }
   return fn != nullptr ? fn : mm::generic_rows(t);
 }
 
+// Where a type's kernel sits in the table: GGUF ids are all below 32, and the one internal
+// type (an id far above) takes the slot after them. Only supported types get here.
+size_t slot(GgmlType t) { return t == GgmlType::F8_E4M3_B128 ? 32 : size_t(t); }
+
 // The kernel per type on the best path, resolved once.
 const mm::RowsFn* best_table() {
   static const auto table = [] {
-    static mm::RowsFn fns[32] = {};
+    static mm::RowsFn fns[33] = {};
     for (uint32_t id = 0; id < 32; ++id) {
       const auto tr = ggml_type_traits(id);
-      if (tr && tr->supported) fns[id] = rows_fn(matmul_best_path(), tr->type);
+      if (tr && tr->supported) fns[slot(tr->type)] = rows_fn(matmul_best_path(), tr->type);
     }
+    fns[slot(GgmlType::F8_E4M3_B128)] = rows_fn(matmul_best_path(), GgmlType::F8_E4M3_B128);
     return fns;
   }();
   return table;
@@ -109,7 +116,7 @@ void matmul_rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, i
                  int64_t row_end) {
   check_operands(w, x, row_begin, row_end);
   if (row_begin == row_end || x.n_tokens() == 0) return;
-  best_table()[uint32_t(w.type) & 31](w, x, y, ldy, row_begin, row_end);
+  best_table()[slot(w.type)](w, x, y, ldy, row_begin, row_end);
 }
 
 void matmul_rows_with(MatmulPath path, const QMatrix& w, const PackedActs& x, float* y, int64_t ldy,
@@ -123,7 +130,7 @@ void matmul_rows_with(MatmulPath path, const QMatrix& w, const PackedActs& x, fl
 void matmul_packed(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, ThreadPool& pool) {
   check_operands(w, x, 0, w.rows);
   if (w.rows == 0 || x.n_tokens() == 0) return;
-  const mm::RowsFn fn = best_table()[uint32_t(w.type) & 31];
+  const mm::RowsFn fn = best_table()[slot(w.type)];
   // About eight chunks per thread balance uneven progress; a chunk is a multiple of 16
   // rows so every register tile is full and each thread streams long runs of rows.
   const int64_t per = w.rows / (int64_t(pool.size()) * 8);

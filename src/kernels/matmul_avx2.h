@@ -35,6 +35,27 @@ MOE_AVX2_INLINE __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scale) {
 
 MOE_AVX2_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
+// Where the four vectors of fp8x32_to_ps start within its 32 codes.
+inline constexpr int kFp8x32Order[4] = {0, 16, 8, 24};
+
+// 32 E4M3 codes at p to 32 floats, each e4m3(code) * 2^-8 exactly (the NaN codes 0x7F/0xFF
+// come out as +-480 * 2^-8): vector j holds codes kFp8x32Order[j] .. +7. The f16 bit
+// pattern sign << 15 | (code & 0x7F) << 7 lines E4M3's exponent up with the low 4 bits of
+// f16's and its mantissa with the top 3 of f16's, so vcvtph2ps decodes it; the biases (7
+// and 15) differ by 8, for subnormals too. The pattern is the code in the high byte of a
+// 16-bit lane shifted right by 1 (arithmetically, which also copies the sign into bit 14;
+// the mask clears that bit); the in-lane unpacks leave the codes in the order above.
+MOE_AVX2_INLINE void fp8x32_to_ps(const uint8_t* p, __m256 (&w)[4]) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i z = _mm256_setzero_si256(), keep = _mm256_set1_epi16(int16_t(0xBFFF));
+  const __m256i lo = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(z, c), 1), keep);
+  const __m256i hi = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(z, c), 1), keep);
+  w[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(lo));
+  w[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));
+  w[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(hi));
+  w[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1));
+}
+
 MOE_AVX2_INLINE __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // Weight rows a GEMV tile prefetches: the next tile's rows when there is one, else its own

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/fp8.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant_blocks.h"
 
@@ -83,6 +84,23 @@ const float* half_table() {
 }
 
 float half_fast(uint16_t h) { return half_table()[h]; }
+
+// fp8_e4m3 weights against f32 activations: codes decoded through the 256-entry table,
+// each block's products summed unscaled, then multiplied by the block scale once.
+float dot_f8(const uint8_t* row, const float* a, int64_t nb) {
+  float total = 0;
+  for (int64_t b = 0; b < nb; ++b, row += sizeof(BlockF8E4M3), a += kQF8) {
+    float d;
+    std::memcpy(&d, row, 4);
+    const uint8_t* q = row + 4;
+    float acc[8] = {};
+    for (int i = 0; i < kQF8; i += 8) {
+      for (int k = 0; k < 8; ++k) acc[k] += kFp8E4m3ToF32[q[i + k]] * a[i + k];
+    }
+    total += d * (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+  }
+  return total;
+}
 
 // Weight codes (decoded per block into a small buffer) times activation codes.
 template <typename Code>
@@ -246,6 +264,12 @@ void rows_half(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int
   });
 }
 
+void rows_f8(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  each_row_token(w, x, y, ldy, r0, r1, [&](const uint8_t* row, int64_t t) {
+    return dot_f8(row, f32_view(x, t), w.cols / kQF8);
+  });
+}
+
 template <typename Block, float (*Dot)(const Block*, const Q8x32View&, int64_t)>
 void rows_q8x32(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   each_row_token(w, x, y, ldy, r0, r1, [&](const uint8_t* row, int64_t t) {
@@ -275,6 +299,7 @@ RowsFn generic_rows(GgmlType t) {
     case GgmlType::Q4_K: return rows_q8x256<BlockQ4_K, dot_k_asym<BlockQ4_K, codes_k4>>;
     case GgmlType::Q5_K: return rows_q8x256<BlockQ5_K, dot_k_asym<BlockQ5_K, codes_k5>>;
     case GgmlType::Q6_K: return rows_q8x256<BlockQ6_K, dot_q6_K>;
+    case GgmlType::F8_E4M3_B128: return rows_f8;
     default: return nullptr;
   }
 }

@@ -97,6 +97,7 @@ RowsFn generic_rows(GgmlType t);
 void generic_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
 RowsFn avx2_rows(GgmlType t);
 RowsFn avx2_rows_kquant(GgmlType t);
+RowsFn avx2_rows_fp8();
 void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
 
 // Calls the tile for exactly `n` (< kTokens) tokens, picking the instantiation at run time.

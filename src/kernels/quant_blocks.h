@@ -9,6 +9,7 @@ namespace moe {
 
 inline constexpr int kQK0 = 32;   // elements per q4_0 / q4_1 / q5_0 / q5_1 / q8_0 block
 inline constexpr int kQKK = 256;  // elements per k-quant super-block
+inline constexpr int kQF8 = 128;  // elements per fp8_e4m3 block (DeepSeek's 128-wide scale blocks)
 
 // x[i] = d * qs[i]
 struct BlockQ8_0 {
@@ -83,6 +84,13 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
+// fp8_e4m3 (moengine's own type, not in GGUF): x[i] = d * e4m3(qs[i]). Only 4-byte
+// aligned inside a row, and rows of a QMatrix may be less: read d with memcpy.
+struct BlockF8E4M3 {
+  float d;          // f32 scale (the checkpoint's scale_inv for this block)
+  uint8_t qs[128];  // E4M3 codes, see core/fp8.h
+};
+
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -92,6 +100,7 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(alignof(BlockQ6_K) == 2);
+static_assert(sizeof(BlockF8E4M3) == 132);
 
 // Scale and min of sub-block j (0..7) from the 12 packed bytes of a q4_K / q5_K block.
 inline void unpack_scale_min_k4(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {

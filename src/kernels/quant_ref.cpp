@@ -1,6 +1,7 @@
 // Reference quantizers and dequantizers for every supported weight type. Dequantization
 // repeats ggml's arithmetic operation by operation (same products, same order) so a
-// model decodes to the same floats here as in llama.cpp. Quantization only has to be
+// model decodes to the same floats here as in llama.cpp (fp8_e4m3, not a ggml type,
+// decodes as scale * e4m3 like the checkpoint loader). Quantization only has to be
 // good, not identical to ggml: the k-quant scale searches below are our own.
 #include <algorithm>
 #include <cmath>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/fp8.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 
@@ -399,6 +401,29 @@ void dequantize_q6_K(const BlockQ6_K* x, float* y, int64_t nb) {
   }
 }
 
+// ---- fp8_e4m3 (DeepSeek's layout: one scale per 128 values) ---------------------------
+
+// The block's largest magnitude lands on 448, the top E4M3 value. A zero block keeps
+// scale 0 (and codes 0) so it dequantizes to exact zeros.
+void quantize_f8(const float* x, uint8_t* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQF8, y += sizeof(BlockF8E4M3)) {
+    float amax = 0;
+    for (int j = 0; j < kQF8; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / kFp8E4m3Max;
+    std::memcpy(y, &d, 4);
+    // x / d can come out a rounding step above 448; the encoder saturates it to 448.
+    for (int j = 0; j < kQF8; ++j) y[4 + j] = d != 0 ? f32_to_fp8_e4m3(x[j] / d) : 0;
+  }
+}
+
+void dequantize_f8(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += sizeof(BlockF8E4M3), y += kQF8) {
+    float d;
+    std::memcpy(&d, x, 4);
+    for (int j = 0; j < kQF8; ++j) y[j] = d * fp8_e4m3_to_f32(x[4 + j]);
+  }
+}
+
 void check_length(GgmlType t, int64_t n) {
   const auto& tr = traits(t);
   if (!tr.supported) fail("tensor type {} is not supported for (de)quantization", tr.name);
@@ -430,6 +455,7 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q4_K: return quantize_q4_K(src, static_cast<BlockQ4_K*>(dst), n / kQKK);
     case GgmlType::Q5_K: return quantize_q5_K(src, static_cast<BlockQ5_K*>(dst), n / kQKK);
     case GgmlType::Q6_K: return quantize_q6_K(src, static_cast<BlockQ6_K*>(dst), n / kQKK);
+    case GgmlType::F8_E4M3_B128: return quantize_f8(src, static_cast<uint8_t*>(dst), n / kQF8);
     default: break;
   }
   fail("quantize_row: no quantizer for {}", type_name(t));
@@ -455,6 +481,7 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::Q4_K: return dequantize_q4_K(static_cast<const BlockQ4_K*>(src), dst, n / kQKK);
     case GgmlType::Q5_K: return dequantize_q5_K(static_cast<const BlockQ5_K*>(src), dst, n / kQKK);
     case GgmlType::Q6_K: return dequantize_q6_K(static_cast<const BlockQ6_K*>(src), dst, n / kQKK);
+    case GgmlType::F8_E4M3_B128: return dequantize_f8(static_cast<const uint8_t*>(src), dst, n / kQF8);
     default: break;
   }
   fail("dequantize_row: no dequantizer for {}", type_name(t));

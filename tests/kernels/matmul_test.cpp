@@ -26,7 +26,15 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
                            GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
                            GgmlType::Q4_1, GgmlType::Q5_1,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                           GgmlType::F8_E4M3_B128};
+
+// Column counts for the shared tests: `n` for 1- and 32-wide blocks, and whole blocks
+// for the wider ones.
+int64_t test_cols(GgmlType t, int64_t n, int64_t k_quant, int64_t fp8) {
+  const int64_t block = traits(t).block_size;
+  return block == 256 ? k_quant : block == 128 ? fp8 : n;
+}
 
 std::vector<MatmulPath> paths() {
   std::vector<MatmulPath> p = {MatmulPath::Generic};
@@ -100,6 +108,7 @@ std::vector<int64_t> col_sizes(GgmlType t) {
   const int64_t block = traits(t).block_size;
   if (block == 1) return {1, 13, 40, 520};
   if (block == 32) return {32, 96, 544, 4128};  // 4128: many groups of four blocks, one left over
+  if (block == 128) return {128, 384, 1152, 4096};
   return {256, 768, 2304};
 }
 
@@ -135,7 +144,7 @@ TEST(Matmul, TokenResultDoesNotDependOnTheBatch) {
   const int64_t rows = 37, n_tokens = 11;
   for (GgmlType t : kTypes) {
     // 544: the 32-wide block types also take their one-block step after the groups of four.
-    const int64_t cols = traits(t).block_size == 256 ? 512 : 544;
+    const int64_t cols = test_cols(t, 544, 512, 640);
     const Weights w = make_weights(t, rows, cols, rng);
     const auto x = gaussian(size_t(n_tokens * cols), rng);
     for (MatmulPath p : paths()) {
@@ -161,7 +170,7 @@ TEST(Matmul, PathsAgreeClosely) {
   if (!matmul_path_available(MatmulPath::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(5);
   for (GgmlType t : kTypes) {
-    const int64_t cols = traits(t).block_size == 256 ? 1024 : 1056, rows = 37, nt = 9;
+    const int64_t cols = test_cols(t, 1056, 1024, 1152), rows = 37, nt = 9;
     const Weights w = make_weights(t, rows, cols, rng);
     const auto x = gaussian(size_t(nt * cols), rng);
     PackedActs packed;
@@ -206,7 +215,7 @@ TEST(Matmul, RowRangesStridesAndThreads) {
   std::mt19937 rng(3);
   ThreadPool pool(3);
   for (GgmlType t : kTypes) {
-    const int64_t cols = traits(t).block_size == 256 ? 512 : 160, rows = 45, nt = 6;
+    const int64_t cols = test_cols(t, 160, 512, 256), rows = 45, nt = 6;
     const Weights w = make_weights(t, rows, cols, rng);
     const auto x = gaussian(size_t(nt * cols), rng);
     PackedActs packed;
@@ -253,6 +262,7 @@ TEST(Matmul, PackedActivationsAreSharedAcrossCompatibleTypes) {
   EXPECT_TRUE(p.fits(GgmlType::Q5_0));
   EXPECT_FALSE(p.fits(GgmlType::Q4_K));
   EXPECT_FALSE(p.fits(GgmlType::F16));
+  EXPECT_FALSE(p.fits(GgmlType::F8_E4M3_B128));
   const Weights k = make_weights(GgmlType::Q4_K, 4, 512, rng);
   std::vector<float> y(4);
   EXPECT_THROW(matmul_rows(k.m(), p, y.data(), 4, 0, 4), Error);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -123,6 +124,54 @@ TEST(QuantKnownBlocks, Q4_1AndQ5_1QuantizeMinToCodeZeroAndMaxToTheTopCode) {
   EXPECT_EQ((qh >> 15) & 1u, 1u);
 }
 
+// An f32 scale, then 128 E4M3 codes in element order; each value is scale * e4m3(code),
+// here computed from the code's fields (sign, 4-bit exponent with bias 7, 3-bit mantissa).
+TEST(QuantKnownBlocks, Fp8E4m3) {
+  uint8_t bytes[2 * 132];
+  const float d[2] = {0.5f, -3.0f};
+  for (int b = 0; b < 2; ++b) {
+    std::memcpy(bytes + 132 * b, &d[b], 4);
+    for (int i = 0; i < 128; ++i) bytes[132 * b + 4 + i] = uint8_t(i + 128 * b);
+  }
+  const auto y = dequant(GgmlType::F8_E4M3_B128, bytes, 256);
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) {
+      EXPECT_TRUE(std::isnan(y[size_t(c)])) << c;
+      continue;
+    }
+    const int e = (c >> 3) & 15, m = c & 7;
+    float v = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(float(8 + m), e - 10);
+    if (c & 0x80) v = -v;
+    EXPECT_EQ(y[size_t(c)], d[c / 128] * v) << c;
+  }
+  EXPECT_EQ(y[0x38], 0.5f);            // 1.0
+  EXPECT_EQ(y[0x7E], 224.0f);          // 448 * 0.5
+  EXPECT_EQ(y[128 + 0x01], 3.0f / 512);  // -2^-9 * -3
+}
+
+TEST(GgmlTypes, Fp8E4m3IsInternal) {
+  const auto& tr = traits(GgmlType::F8_E4M3_B128);
+  EXPECT_EQ(tr.name, "fp8_e4m3");
+  EXPECT_EQ(tr.block_size, 128);
+  EXPECT_EQ(tr.block_bytes, 132u);
+  EXPECT_TRUE(tr.supported);
+  EXPECT_EQ(row_bytes(GgmlType::F8_E4M3_B128, 7168), 56u * 132);
+  EXPECT_EQ(type_name(GgmlType::F8_E4M3_B128), "fp8_e4m3");
+  EXPECT_EQ(parse_type_name("fp8_e4m3"), GgmlType::F8_E4M3_B128);
+  EXPECT_EQ(parse_type_name("FP8_E4M3"), GgmlType::F8_E4M3_B128);
+  EXPECT_EQ(parse_type_name("q8_0"), GgmlType::Q8_0);
+  EXPECT_EQ(parse_type_name("q2_K"), std::nullopt);  // recognised, not supported
+  // The GGUF reader and writer validate type ids with ggml_type_traits: never this one.
+  EXPECT_EQ(ggml_type_traits(uint32_t(GgmlType::F8_E4M3_B128)), std::nullopt);
+  for (uint32_t id = 0; id < 4096; ++id) {
+    const auto t = ggml_type_traits(id);
+    if (t) {
+      EXPECT_NE(t->type, GgmlType::F8_E4M3_B128) << id;
+    }
+  }
+  EXPECT_EQ(ggml_type_traits(8)->type, GgmlType::Q8_0);
+}
+
 // Scales {1..7, 63} and mins {0..6, 33}: the 12 bytes below were packed by hand following
 // ggml's get_scale_min_k4 (upper two bits of entries 4..7 in the top bits of bytes 0..7).
 const uint8_t kScales[8] = {1, 2, 3, 4, 5, 6, 7, 63};
@@ -225,7 +274,8 @@ std::vector<float> gaussian(size_t n, uint32_t seed) {
 // 2.5 / 16 (q5_0: 0.045); q4_1/q5_1 spread their codes over the block's range (about 4
 // sigma), a step of 4 / 15 (q4_1: 0.077) or 4 / 31 (q5_1: 0.037); the k-quants fit scale and min per 32 (or 16) values and do
 // better per bit (measured: q4_K 0.071, q5_K 0.035, q6_K 0.017). f16 keeps 11 significant
-// bits (2^-12 relative rounding), bf16 8 bits (2^-9).
+// bits (2^-12 relative rounding), bf16 8 bits (2^-9). fp8_e4m3 keeps 4 significant bits:
+// a relative step of 2^-3 to 2^-4, rms error about 2^-3.5 / sqrt(12) (0.026); measured 0.026.
 struct Bound {
   GgmlType type;
   double max_rel_rms;
@@ -237,6 +287,7 @@ TEST(QuantRoundTrip, ErrorWithinFormatBounds) {
       {GgmlType::Q8_0, 0.0075},  {GgmlType::Q4_0, 0.12},    {GgmlType::Q5_0, 0.06},
       {GgmlType::Q4_1, 0.11},    {GgmlType::Q5_1, 0.055},
       {GgmlType::Q4_K, 0.1},     {GgmlType::Q5_K, 0.05},    {GgmlType::Q6_K, 0.025},
+      {GgmlType::F8_E4M3_B128, 0.036},
   };
   const auto x = gaussian(4096, 7);
   for (const auto& b : bounds) {
@@ -258,7 +309,7 @@ TEST(QuantRoundTrip, MoreBitsLessError) {
 
 TEST(QuantRoundTrip, ZerosConstantsAndOutliers) {
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1,
-                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F8_E4M3_B128};
   for (GgmlType t : types) {
     std::vector<float> zeros(512, 0.0f);
     std::vector<uint8_t> q(row_bytes(t, 512));
@@ -282,7 +333,7 @@ TEST(QuantRoundTrip, ZerosConstantsAndOutliers) {
 TEST(QuantRoundTrip, RaggedRowLengths) {
   // Every whole number of blocks works, row by row, and equals quantizing block by block.
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1,
-                     GgmlType::Q4_K, GgmlType::Q6_K}) {
+                     GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F8_E4M3_B128}) {
     const int64_t block = traits(t).block_size;
     for (int64_t nb = 1; nb <= 5; ++nb) {
       const int64_t n = nb * block;
@@ -298,12 +349,44 @@ TEST(QuantRoundTrip, RaggedRowLengths) {
   }
 }
 
+// Per element, not just on average: the block's largest |x| maps to 448 exactly enough
+// to come back within float rounding, and every value is within half an E4M3 step of the
+// value scaled by the block scale d (2^-4 relative for normals, d * 2^-10 for subnormals).
+TEST(QuantRoundTrip, Fp8E4m3ElementErrors) {
+  auto x = gaussian(1024, 5);
+  for (size_t i = 0; i < x.size(); i += 97) x[i] *= 1e-4f;  // some values in the subnormal range
+  std::fill(x.begin() + 256, x.begin() + 384, 0.0f);        // one zero block
+  std::vector<uint8_t> q(row_bytes(GgmlType::F8_E4M3_B128, 1024));
+  quantize_row(GgmlType::F8_E4M3_B128, x.data(), q.data(), 1024);
+  const auto y = dequant(GgmlType::F8_E4M3_B128, q.data(), 1024);
+  for (int b = 0; b < 8; ++b) {
+    float d, amax = 0;
+    std::memcpy(&d, q.data() + 132 * b, 4);
+    for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(x[size_t(128 * b + i)]));
+    EXPECT_EQ(d, amax / 448) << b;
+    for (int i = 0; i < 128; ++i) {
+      const size_t k = size_t(128 * b + i);
+      if (b == 2) {
+        EXPECT_EQ(q[size_t(132 * b + 4 + i)], 0);
+        EXPECT_EQ(y[k], 0.0f);
+        continue;
+      }
+      const double bound = std::max(std::fabs(double(x[k])) / 16, double(d) * std::ldexp(1.0, -10)) * (1 + 1e-6);
+      EXPECT_LE(std::fabs(double(y[k]) - x[k]), bound) << k;
+      if (std::fabs(x[k]) == amax) {
+        EXPECT_NEAR(std::fabs(y[k]), amax, amax * 1e-6) << k;
+      }
+    }
+  }
+}
+
 TEST(QuantRoundTrip, RejectsPartialBlocksAndUnsupportedTypes) {
   std::vector<float> x(300, 1.0f);
   std::vector<uint8_t> q(1024);
   EXPECT_THROW(quantize_row(GgmlType::Q8_0, x.data(), q.data(), 33), Error);
   EXPECT_THROW(dequantize_row(GgmlType::Q4_K, q.data(), x.data(), 255), Error);
   EXPECT_THROW(quantize_row(GgmlType::Q2_K, x.data(), q.data(), 256), Error);
+  EXPECT_THROW(quantize_row(GgmlType::F8_E4M3_B128, x.data(), q.data(), 64), Error);
   EXPECT_NO_THROW(quantize_row(GgmlType::F16, x.data(), q.data(), 7));
 }
 

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/run_cli.h"
+
 namespace {
 
 std::string bin() {
@@ -27,22 +29,9 @@ std::string tmp_dir() {
   return dir.string();
 }
 
-struct CmdResult {
-  int status = -1;
-  std::string out;
-};
+using CmdResult = moe::testing::CliResult;
 
-CmdResult run(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+CmdResult run(const std::string& cmd) { return moe::testing::run_command(cmd); }
 
 // `moengine serve` on a free port; its URL is read from the line it prints when ready.
 class Server {

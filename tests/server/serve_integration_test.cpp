@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/run_cli.h"
+
 namespace moe {
 namespace {
 
@@ -218,23 +220,9 @@ TEST_F(Serve, SigtermMidStreamShutsDownCleanly) {
   ::close(fd);
 }
 
-struct CliResult {
-  int status;
-  std::string out;
-};
+using testing::CliResult;
 
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = bin() + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CliResult r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+CliResult run_cli(const std::string& args) { return testing::run_command(bin() + " " + args + " 2>&1"); }
 
 TEST_F(Serve, BadFlagsAreClearErrors) {
   CliResult r = run_cli("serve --model " + model_ + " --port 70000");

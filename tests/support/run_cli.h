@@ -16,9 +16,8 @@ struct CliResult {
   std::string out;  // stdout, and stderr too when asked for
 };
 
-inline CliResult run_moengine(const std::string& args, bool with_stderr = true) {
-  const char* b = std::getenv("MOENGINE_BIN");
-  const std::string cmd = std::string(b ? b : "moengine") + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Any shell command line, with its stdout (redirect stderr in the line to see it too).
+inline CliResult run_command(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   CliResult r{-1, ""};
   if (!p) return r;
@@ -28,6 +27,15 @@ inline CliResult run_moengine(const std::string& args, bool with_stderr = true) 
   const int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+inline std::string moengine_bin() {
+  const char* b = std::getenv("MOENGINE_BIN");
+  return b ? b : "moengine";
+}
+
+inline CliResult run_moengine(const std::string& args, bool with_stderr = true) {
+  return run_command(moengine_bin() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 // A folder of its own for one test binary's files.

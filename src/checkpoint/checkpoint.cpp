@@ -102,8 +102,9 @@ std::unique_ptr<GgufFile> open_model_file(const std::string& path, const WeightF
 std::unique_ptr<Model> load_model(const std::string& path, const WeightFormat& format,
                                   const std::function<void(double)>& progress) {
   // An assembled file's weights were just written, and its progress was that writing.
-  if (is_hf_checkpoint(path)) return Model::from_file(assemble_hf(path, format, progress));
-  return Model::from_file(open_model_file(path, format), progress);
+  const bool assembled = is_hf_checkpoint(path);
+  std::unique_ptr<GgufFile> file = open_model_file(path, format, progress);
+  return Model::from_file(std::move(file), assembled ? std::function<void(double)>{} : progress);
 }
 
 }  // namespace moe

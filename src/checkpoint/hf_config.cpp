@@ -109,7 +109,10 @@ void write_rope_scaling(const Fields& c, GgufWriter& w, const std::string& p, bo
   if (mscale_all != 0.0) w.set_f32(p + "rope.scaling.yarn_log_multiplier", float(0.1 * mscale_all));
 }
 
-void write_common(const Fields& c, GgufWriter& w, const std::string& p) {
+// general.architecture and the keys every architecture has, under "<arch>.".
+void write_common(const Fields& c, GgufWriter& w, const std::string& arch) {
+  w.set_string("general.architecture", arch);
+  const std::string p = arch + ".";
   w.set_u32(p + "block_count", uint32_t(c.integer("num_hidden_layers")));
   w.set_u32(p + "context_length", uint32_t(c.integer_or("max_position_embeddings", 4096, 1)));
   w.set_u32(p + "embedding_length", uint32_t(c.integer("hidden_size")));
@@ -122,8 +125,7 @@ void write_common(const Fields& c, GgufWriter& w, const std::string& p) {
 void read_deepseek(const Fields& c, HfModelConfig& m) {
   GgufWriter& w = m.metadata;
   const std::string p = "deepseek2.";
-  w.set_string("general.architecture", "deepseek2");
-  write_common(c, w, p);
+  write_common(c, w, "deepseek2");
   if (c.integer_or("moe_layer_freq", 1, 1) != 1) c.bad("moe_layer_freq", "other than 1 is not supported");
   const int64_t n_layer = c.integer("num_hidden_layers");
   w.set_u32(p + "expert_count", uint32_t(c.integer("n_routed_experts")));
@@ -164,8 +166,7 @@ void read_deepseek(const Fields& c, HfModelConfig& m) {
 void read_qwen3moe(const Fields& c, HfModelConfig& m) {
   GgufWriter& w = m.metadata;
   const std::string p = "qwen3moe.";
-  w.set_string("general.architecture", "qwen3moe");
-  write_common(c, w, p);
+  write_common(c, w, "qwen3moe");
   if (c.integer_or("decoder_sparse_step", 1, 1) != 1) c.bad("decoder_sparse_step", "other than 1 is not supported");
   if (const json* dense = c.get("mlp_only_layers"); dense && !(dense->is_array() && dense->empty()))
     c.bad("mlp_only_layers", "must be empty: dense layers in a Qwen3-MoE model are not supported");

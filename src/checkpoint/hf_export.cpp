@@ -111,7 +111,10 @@ void export_hf_checkpoint(const GgufFile& f, const std::string& dir, const HfExp
     const StDtype dtype = !matrix ? StDtype::F32 : quantize ? StDtype::F8_E4M3 : StDtype::BF16;
     const int64_t rows = e.hf_shape[0], cols = e.hf_shape.size() > 1 ? e.hf_shape[1] : 1;
     for (size_t i = 0; i < e.hf_names.size(); ++i) {
-      w.add(e.hf_names[i], dtype, e.hf_shape, [&f, &c, &o, e, i, dtype, rows, cols, report](uint8_t* dst, size_t) {
+      // An FP8 weight's scales are computed with its codes and handed to the scale tensor,
+      // which the writer fills next; computed again only if that order ever changed.
+      auto scales = std::make_shared<std::vector<float>>();
+      w.add(e.hf_names[i], dtype, e.hf_shape, [&f, &c, &o, &e, i, dtype, rows, cols, report, scales](uint8_t* dst, size_t) {
         const std::vector<float> x = hf_values(f, e, i, c);
         if (dtype == StDtype::F32) {
           std::memcpy(dst, x.data(), x.size() * 4);
@@ -121,7 +124,8 @@ void export_hf_checkpoint(const GgufFile& f, const std::string& dir, const HfExp
             std::memcpy(dst + 2 * k, &b, 2);
           }
         } else {
-          const std::vector<float> s = fp8_scales(x, rows, cols, o.fp8_block);
+          *scales = fp8_scales(x, rows, cols, o.fp8_block);
+          const std::vector<float>& s = *scales;
           const int64_t bc = (cols + o.fp8_block - 1) / o.fp8_block;
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t col = 0; col < cols; ++col)
@@ -132,9 +136,10 @@ void export_hf_checkpoint(const GgufFile& f, const std::string& dir, const HfExp
       if (quantize) {
         const std::string scale = e.hf_names[i].substr(0, e.hf_names[i].size() - 7) + ".weight_scale_inv";
         const int64_t br = (rows + o.fp8_block - 1) / o.fp8_block, bc = (cols + o.fp8_block - 1) / o.fp8_block;
-        w.add(scale, StDtype::F32, {br, bc}, [&f, &c, &o, e, i, rows, cols](uint8_t* dst, size_t n) {
-          const std::vector<float> s = fp8_scales(hf_values(f, e, i, c), rows, cols, o.fp8_block);
-          std::memcpy(dst, s.data(), n);
+        w.add(scale, StDtype::F32, {br, bc}, [&f, &c, &o, &e, i, rows, cols, scales](uint8_t* dst, size_t n) {
+          if (scales->empty()) *scales = fp8_scales(hf_values(f, e, i, c), rows, cols, o.fp8_block);
+          std::memcpy(dst, scales->data(), n);
+          scales->clear();
         });
       }
     }

@@ -1,8 +1,4 @@
 // moengine convert: a Hugging Face checkpoint directory to GGUF, no Python needed.
-#include <fmt/format.h>
-
-#include <cstdio>
-
 #include "checkpoint/convert.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -19,9 +15,7 @@ struct ConvertArgs {
 void run(const ConvertArgs& a) {
   const WeightFormat format = parse_weight_format(a.type);
   ProgressBar bar("converting " + a.dir);
-  convert_hf_to_gguf(a.dir, a.out, format, [&](uint64_t done, uint64_t total) {
-    bar.update(total ? double(done) / double(total) : 1.0, fmt::format("{:.0f} MiB", double(done) / 1048576.0));
-  });
+  convert_hf_to_gguf(a.dir, a.out, format, [&](uint64_t done, uint64_t total) { bar.update_bytes(done, total); });
   bar.done("wrote " + a.out);
 }
 

@@ -76,9 +76,7 @@ void run(const GenArgs& a) {
     bar.done();
     return;
   }
-  write_generated_model(g, a.out, [&](uint64_t done, uint64_t total) {
-    bar.update(total ? double(done) / double(total) : 1.0, fmt::format("{:.0f} MiB", double(done) / 1048576.0));
-  });
+  write_generated_model(g, a.out, [&](uint64_t done, uint64_t total) { bar.update_bytes(done, total); });
   bar.done();
 }
 

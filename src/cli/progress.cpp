@@ -1,5 +1,6 @@
 #include "cli/progress.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,10 @@ void ProgressBar::update(double fraction, const std::string& detail) {
   if (now - last_ < std::chrono::milliseconds(100) && fraction < 1.0) return;
   last_ = now;
   draw(fraction, detail);
+}
+
+void ProgressBar::update_bytes(uint64_t done, uint64_t total) {
+  update(total ? double(done) / double(total) : 1.0, fmt::format("{:.0f} MiB", double(done) / 1048576.0));
 }
 
 void ProgressBar::done(const std::string& detail) {

@@ -123,7 +123,7 @@ TEST(GgufRoundTrip, TensorsOfSeveralTypes) {
 }
 
 TEST(GgufWriter, WritesFileThroughTmpWithProgress) {
-  const fs::path dir = fs::path(testing::TempDir()) / "gguf_test_write";
+  const fs::path dir = fs::path(::testing::TempDir()) / "gguf_test_write";
   fs::create_directories(dir);
   const std::string path = (dir / "model.gguf").string();
   GgufWriter w = every_scalar();
@@ -155,7 +155,7 @@ TEST(GgufWriter, WritesFileThroughTmpWithProgress) {
 }
 
 TEST(GgufWriter, FailedFillLeavesNoFile) {
-  const fs::path dir = fs::path(testing::TempDir()) / "gguf_test_fail";
+  const fs::path dir = fs::path(::testing::TempDir()) / "gguf_test_fail";
   fs::create_directories(dir);
   const std::string path = (dir / "model.gguf").string();
   GgufWriter w;

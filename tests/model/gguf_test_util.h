@@ -13,44 +13,21 @@
 
 #include "core/error.h"
 #include "model/gguf.h"
+#include "support/bytes_test_util.h"
 
 namespace moe::gguf_testing {
 
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 
-// Writes a recognisable pattern so that a tensor's bytes tell which tensor they came from.
-inline GgufWriter::Fill pattern(uint8_t seed) {
-  return [seed](uint8_t* dst, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] = uint8_t(seed * 31 + i * 7);
-  };
-}
-
-// The message of the moe::Error that `call` throws, or "" when it returns.
-template <typename F>
-std::string error_of(F&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
+using testing::pattern;
 
 inline std::string parse_error(const Bytes& b) {
   return error_of([&] { GgufFile f("t.gguf", b.data(), b.size()); });
 }
 
-#define EXPECT_CONTAINS(text, substring) \
-  EXPECT_NE(std::string(text).find(substring), std::string::npos) << (text)
-
-#define EXPECT_REJECTED(bytes, substring)                                   \
-  do {                                                                      \
-    const std::string msg_ = parse_error(bytes);                            \
-    EXPECT_NE(msg_, "") << "expected an error containing: " << (substring); \
-    EXPECT_EQ(msg_.rfind("t.gguf: ", 0), 0u) << msg_;                       \
-    EXPECT_NE(msg_.find(substring), std::string::npos) << msg_;             \
-  } while (0)
+#define EXPECT_REJECTED(bytes, substring) EXPECT_ERROR_NAMING(parse_error(bytes), "t.gguf", substring)
 
 inline size_t find_bytes(const Bytes& b, std::string_view needle) {
   const auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());

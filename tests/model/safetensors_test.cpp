@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "support/bytes_test_util.h"
 
 namespace moe {
 namespace {
@@ -24,12 +25,8 @@ constexpr StDtype kAllDtypes[] = {StDtype::F64,     StDtype::F32,     StDtype::F
                                   StDtype::I16,     StDtype::I8,      StDtype::U8,  StDtype::BOOL,
                                   StDtype::U16,     StDtype::U32,     StDtype::U64};
 
-// Bytes that tell which tensor they came from.
-SafetensorsWriter::Fill pattern(uint8_t seed) {
-  return [seed](uint8_t* dst, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] = uint8_t(seed * 31 + i * 7);
-  };
-}
+using testing::error_of;
+using testing::pattern;
 
 Bytes pattern_bytes(uint8_t seed, size_t n) {
   Bytes b(n);
@@ -47,34 +44,10 @@ Bytes raw(const std::string& header, size_t data_bytes = 0) {
 }
 
 std::string parse_error(const Bytes& b) {
-  try {
-    SafetensorsFile f("t.safetensors", b.data(), b.size());
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { SafetensorsFile f("t.safetensors", b.data(), b.size()); });
 }
 
-template <typename F>
-std::string error_of(F&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_CONTAINS(text, substring) \
-  EXPECT_NE(std::string(text).find(substring), std::string::npos) << (text)
-
-#define EXPECT_REJECTED(bytes, substring)                                   \
-  do {                                                                      \
-    const std::string msg_ = parse_error(bytes);                            \
-    EXPECT_NE(msg_, "") << "expected an error containing: " << (substring); \
-    EXPECT_EQ(msg_.rfind("t.safetensors: ", 0), 0u) << msg_;                \
-    EXPECT_NE(msg_.find(substring), std::string::npos) << msg_;             \
-  } while (0)
+#define EXPECT_REJECTED(bytes, substring) EXPECT_ERROR_NAMING(parse_error(bytes), "t.safetensors", substring)
 
 // {"a": {...}} with one F32 [2] tensor at [0, 8], the field `field` replaced by `value`.
 std::string one_tensor(const std::string& field = "", const std::string& value = "") {
@@ -87,7 +60,7 @@ std::string one_tensor(const std::string& field = "", const std::string& value =
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / ("safetensors_test_" + name);
+  const fs::path dir = fs::path(::testing::TempDir()) / ("safetensors_test_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

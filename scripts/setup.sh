@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libxxhash-dev libpcre2-dev libicu-dev
   libboost1.81-dev                    # Asio + Beast: the HTTP server and client
+  libucx-dev                          # KV transfer between prefill and decode instances
 )
 
 sudo_cmd=""

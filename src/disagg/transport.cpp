@@ -1,8 +1,6 @@
 #include "disagg/transport.h"
 
 #include "core/error.h"
-#include "disagg/tcp_transport.h"
-#include "disagg/ucx_transport.h"
 
 namespace moe::disagg {
 
@@ -39,11 +37,6 @@ TransportKind parse_transport_kind(const std::string& name) {
   if (name == "ucx") return TransportKind::kUcx;
   if (name == "tcp") return TransportKind::kTcp;
   fail("unknown KV transport '{}': expected ucx or tcp", name);
-}
-
-std::unique_ptr<Transport> make_transport(const TransportConfig& config, MemoryRegion region) {
-  if (config.kind == TransportKind::kUcx) return make_ucx_transport(config, region);
-  return make_tcp_transport(config, region);
 }
 
 }  // namespace moe::disagg

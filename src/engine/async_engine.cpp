@@ -25,16 +25,41 @@ AsyncEngine::~AsyncEngine() {
 
 std::optional<int64_t> AsyncEngine::submit(std::vector<int32_t> prompt, GenerateParams params, OutputSink sink) {
   validate_request(prompt, params, limits_);
-  const Clock::time_point arrival = Clock::now();
+  return enqueue(Submission{0, std::move(prompt), std::move(params), std::move(sink), Clock::now()});
+}
+
+std::optional<int64_t> AsyncEngine::submit_remote(std::vector<int32_t> prompt, int32_t first_token, GenerateParams params,
+                                                  OutputSink sink) {
+  validate_request(prompt, params, limits_);
+  return enqueue(Submission{0, std::move(prompt), std::move(params), std::move(sink), Clock::now(), first_token});
+}
+
+std::optional<int64_t> AsyncEngine::enqueue(Submission s) {
   int64_t id;
   {
     std::lock_guard lk(mu_);
     if (stopping_ || core_waiting_ + inbox_.size() >= config_.max_waiting) return std::nullopt;
-    id = next_id_++;
-    inbox_.push_back(Submission{id, std::move(prompt), std::move(params), std::move(sink), arrival});
+    id = s.id = next_id_++;
+    inbox_.push_back(std::move(s));
   }
   wake_.notify_one();
   return id;
+}
+
+void AsyncEngine::kv_loaded(int64_t id, bool ok) {
+  {
+    std::lock_guard lk(mu_);
+    loaded_.emplace_back(id, ok);
+  }
+  wake_.notify_one();
+}
+
+void AsyncEngine::release_lease(int64_t id, std::function<void(LeaseRelease)> done) {
+  {
+    std::lock_guard lk(mu_);
+    releases_.push_back(Release{id, std::move(done)});
+  }
+  wake_.notify_one();
 }
 
 void AsyncEngine::cancel(int64_t id) {
@@ -53,20 +78,40 @@ EngineMetrics AsyncEngine::metrics() const {
 void AsyncEngine::loop() {
   std::deque<Submission> subs;
   std::vector<int64_t> cancels;
+  std::vector<std::pair<int64_t, bool>> loaded;
+  std::vector<Release> releases;
+  // The last step found nothing to do: only an event from outside (or a lease running
+  // out) can change that, so wait for one instead of spinning.
+  bool stalled = false;
   for (;;) {
     {
       std::unique_lock lk(mu_);
-      wake_.wait(lk, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || core_->has_work(); });
+      const auto ready = [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !loaded_.empty() || !releases_.empty() ||
+               (core_->has_work() && !stalled);
+      };
+      const std::optional<Clock::time_point> expiry = core_->next_lease_expiry();
+      if (expiry) {
+        wake_.wait_until(lk, *expiry, ready);
+      } else {
+        wake_.wait(lk, ready);
+      }
       if (stopping_) break;
       subs.swap(inbox_);
       cancels.swap(cancels_);
+      loaded.swap(loaded_);
+      releases.swap(releases_);
       // They wait in the core until this turn's step admits them.
       core_waiting_ += subs.size();
     }
     // Submissions first, so a cancel that overtook its own request still finds it.
     for (Submission& s : subs) {
       try {
-        core_->add(s.id, std::move(s.prompt), std::move(s.params), s.sink, s.arrival);
+        if (s.remote_first_token >= 0) {
+          core_->add_remote(s.id, std::move(s.prompt), s.remote_first_token, std::move(s.params), s.sink, s.arrival);
+        } else {
+          core_->add(s.id, std::move(s.prompt), std::move(s.params), s.sink, s.arrival);
+        }
       } catch (const Error& e) {
         end_unstarted(s, FinishKind::kError, e.what());
       }
@@ -74,7 +119,12 @@ void AsyncEngine::loop() {
     subs.clear();
     for (int64_t id : cancels) core_->abort(id);
     cancels.clear();
-    core_->step();
+    for (const auto& [id, ok] : loaded) core_->kv_loaded(id, ok);
+    loaded.clear();
+    for (Release& r : releases) r.done(core_->release_lease(r.id));
+    releases.clear();
+    core_->expire_leases(Clock::now());
+    stalled = !core_->step();
     std::lock_guard lk(mu_);
     snapshot_ = core_->metrics();
     core_waiting_ = core_->n_waiting();
@@ -83,6 +133,8 @@ void AsyncEngine::loop() {
   std::lock_guard lk(mu_);
   for (Submission& s : inbox_) end_unstarted(s, FinishKind::kAbort, "");
   inbox_.clear();
+  for (Release& r : releases_) r.done(core_->release_lease(r.id));
+  releases_.clear();
 }
 
 void AsyncEngine::end_unstarted(Submission& s, FinishKind kind, const std::string& error) {

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,6 +36,22 @@ class AsyncEngine {
   // Thread-safe. Checks the request (throws RequestError) and queues it; returns its id,
   // or nullopt when max_waiting requests are already waiting (the server answers 429).
   [[nodiscard]] std::optional<int64_t> submit(std::vector<int32_t> prompt, GenerateParams params, OutputSink sink);
+  // Thread-safe. The decode half of a prefill/decode pair, as EngineCore::add_remote: the
+  // sink's first output says which blocks to fill; then call kv_loaded. Same answers as
+  // submit().
+  [[nodiscard]] std::optional<int64_t> submit_remote(std::vector<int32_t> prompt, int32_t first_token, GenerateParams params,
+                                                     OutputSink sink);
+  // Thread-safe. The blocks of a submit_remote request are filled (ok), or could not be:
+  // then it recomputes its prompt. Call it only once no more bytes will land in them.
+  void kv_loaded(int64_t id, bool ok);
+  // Thread-safe. Frees a hand-off's blocks; `done` hears the outcome on the engine thread
+  // (it must be quick and must not call into the engine).
+  void release_lease(int64_t id, std::function<void(LeaseRelease)> done);
+
+  // The KV pool's memory: for registering with a transport. Its blocks are written by the
+  // engine thread only; a leased block is not written until its lease ends.
+  KvStore& kv() { return core_->kv(); }
+
   // Thread-safe. The request ends at the engine's next loop turn with kAbort, its KV
   // blocks freed. Unknown or finished ids are ignored.
   void cancel(int64_t id);
@@ -54,7 +71,14 @@ class AsyncEngine {
     GenerateParams params;
     OutputSink sink;
     Clock::time_point arrival;
+    int32_t remote_first_token = -1;  // >= 0: submit_remote
   };
+  struct Release {
+    int64_t id;
+    std::function<void(LeaseRelease)> done;
+  };
+
+  std::optional<int64_t> enqueue(Submission s);
 
   void loop();
   // The final output of a request that never reached the core.
@@ -71,6 +95,8 @@ class AsyncEngine {
   std::condition_variable wake_;
   std::deque<Submission> inbox_;
   std::vector<int64_t> cancels_;
+  std::vector<std::pair<int64_t, bool>> loaded_;
+  std::vector<Release> releases_;
   bool stopping_ = false;
   int64_t next_id_ = 1;
   size_t core_waiting_ = 0;  // the core's waiting queue, as of the last turn

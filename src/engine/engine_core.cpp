@@ -18,6 +18,20 @@ const char* finish_kind_name(FinishKind k) {
   return "";
 }
 
+const char* lease_release_name(LeaseRelease r) {
+  switch (r) {
+    case LeaseRelease::kReleased: return "released";
+    case LeaseRelease::kExpired: return "expired";
+    case LeaseRelease::kUnknown: break;
+  }
+  return "unknown";
+}
+
+namespace {
+// Expired lease ids remembered for late releases; older ones are answered "unknown".
+constexpr size_t kExpiredLeasesKept = 4096;
+}  // namespace
+
 int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size) {
   if (!(gib > 0.0)) fail("KV cache memory must be > 0 GiB, got {}", gib);
   if (block_size < 1) fail("block size must be >= 1, got {}", block_size);
@@ -100,6 +114,7 @@ struct EngineCore::Active {
   int64_t n_cached = 0;
   int64_t n_preempted = 0;
   bool scheduled = false;
+  bool remote = false;  // added by add_remote: its first token came from elsewhere
   std::vector<int32_t> prompt_tokens;       // kept only with prompt_logprobs
   std::vector<TokenOutput> prompt_logprobs;  // entry i: prompt token i + 1
 };
@@ -132,9 +147,97 @@ void EngineCore::add(int64_t id, std::vector<int32_t> prompt, GenerateParams par
   r.max_tokens = params.max_tokens;
   r.priority = params.priority;
   r.prompt_logits = params.prompt_logprobs >= 0;
+  r.keep_blocks = params.remote_decode;
+  // The decode instance generates the rest: here only the first token.
+  if (params.remote_decode) r.max_tokens = 1;
   if (!scheduler_.add(std::move(r))) fail("request {} rejected: {}", id, scheduler_.reject_reason(id));
   active_.emplace(id, std::move(a));
   refresh_gauges();
+}
+
+void EngineCore::add_remote(int64_t id, std::vector<int32_t> prompt, int32_t first_token, GenerateParams params,
+                            OutputSink sink, Clock::time_point arrival) {
+  validate_request(prompt, params, limits_);
+  if (first_token < 0 || first_token >= limits_.n_vocab) {
+    throw RequestError(fmt::format("the first token id {} is outside the vocabulary [0, {})", first_token, limits_.n_vocab),
+                       "kv_transfer_params");
+  }
+  if (params.max_tokens < 2) {
+    throw RequestError("max_tokens must be at least 2 for a decode instance: the prefill instance made the first token",
+                       "max_tokens");
+  }
+  if (params.prompt_logprobs >= 0) {
+    throw RequestError("prompt_logprobs come from the prefill instance, not the decode instance", "prompt_logprobs");
+  }
+  if (active_.count(id)) fail("request id {} is already in use", id);
+  params.remote_decode = false;
+  auto a = std::make_unique<Active>(tok_, prompt, params, std::move(sink), arrival);
+  // The state this request would have here right after sampling first_token: the draw
+  // spent, the token counted, its text through the decoders (already sent by the prefill
+  // instance, but what they hold back is still pending).
+  a->sampler.replay(first_token);
+  a->stops.push(a->decoder.push(first_token));
+  a->n_output = 1;
+  a->remote = true;
+  Request r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.max_tokens = params.max_tokens;
+  r.priority = params.priority;
+  r.remote_first_token = first_token;
+  if (!scheduler_.add(std::move(r))) fail("request {} rejected: {}", id, scheduler_.reject_reason(id));
+  active_.emplace(id, std::move(a));
+  refresh_gauges();
+}
+
+void EngineCore::kv_loaded(int64_t id, bool ok) {
+  if (!active_.count(id)) return;
+  scheduler_.kv_loaded(id, ok);
+  ++metrics_.kv_remote_loads_total[ok ? 0 : 1];
+  refresh_gauges();
+}
+
+LeaseRelease EngineCore::release_lease(int64_t id) {
+  const auto it = leases_.find(id);
+  if (it == leases_.end()) {
+    const bool expired = std::find(expired_.begin(), expired_.end(), id) != expired_.end();
+    return expired ? LeaseRelease::kExpired : LeaseRelease::kUnknown;
+  }
+  // Past its time but not swept yet: the blocks were never reused, yet the answer must not
+  // depend on when the sweep ran.
+  const bool late = it->second <= Clock::now();
+  leases_.erase(it);
+  blocks_.free(id);
+  ++metrics_.kv_leases_released_total;
+  refresh_gauges();
+  if (late) {
+    ++metrics_.kv_leases_expired_total;
+    return LeaseRelease::kExpired;
+  }
+  return LeaseRelease::kReleased;
+}
+
+void EngineCore::expire_leases(Clock::time_point now) {
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second > now) {
+      ++it;
+      continue;
+    }
+    blocks_.free(it->first);
+    expired_.push_back(it->first);
+    if (expired_.size() > kExpiredLeasesKept) expired_.pop_front();
+    ++metrics_.kv_leases_expired_total;
+    it = leases_.erase(it);
+  }
+  refresh_gauges();
+}
+
+std::optional<Clock::time_point> EngineCore::next_lease_expiry() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [id, t] : leases_) {
+    if (!next || t < *next) next = t;
+  }
+  return next;
 }
 
 void EngineCore::abort(int64_t id) {
@@ -157,9 +260,10 @@ int64_t EngineCore::n_preemptions(int64_t id) const {
   return it == active_.end() ? 0 : it->second->n_preempted;
 }
 
-void EngineCore::step() {
-  if (!has_work()) return;
+bool EngineCore::step() {
+  if (!has_work()) return false;
   const StepPlan plan = scheduler_.schedule();
+  announce_kv_loads(plan);
   metrics_.num_preemptions_total += plan.preempted.size();
   for (int64_t id : plan.preempted) ++active_.at(id)->n_preempted;
   const Clock::time_point scheduled_at = Clock::now();
@@ -173,7 +277,7 @@ void EngineCore::step() {
   }
   if (plan.empty()) {
     refresh_gauges();
-    return;
+    return !plan.kv_loads.empty() || !plan.preempted.empty();
   }
   run_model(plan);
 
@@ -195,6 +299,20 @@ void EngineCore::step() {
     results.push_back(std::move(r));
   }
   postprocess(plan, sampled, results, Clock::now());
+  return true;
+}
+
+void EngineCore::announce_kv_loads(const StepPlan& plan) {
+  for (const KvLoad& l : plan.kv_loads) {
+    Active& a = *active_.at(l.id);
+    RequestOutput out;
+    out.id = l.id;
+    out.kv = KvBlocks{l.block_table, a.n_prompt, l.n_cached};
+    out.n_prompt_tokens = a.n_prompt;
+    out.n_output_tokens = a.n_output;
+    out.n_cached_tokens = a.n_cached;
+    a.sink(std::move(out));
+  }
 }
 
 void EngineCore::collect_prompt_logprobs(Active& a, const ScheduledSeq& s, const float* rows) {
@@ -224,10 +342,20 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<int32_t>& s
     Active& a = *active_.at(s.id);
     RequestOutput out;
     a.sampler.accept(r.token);
-    if (emit_token(a, r, out)) {
+    const bool stopped = emit_token(a, r, out);
+    const bool at_length = std::find(hit_length.begin(), hit_length.end(), s.id) != hit_length.end();
+    if (a.params.remote_decode && at_length) {
+      // The scheduler kept the blocks: a lease takes them, or they go now.
+      if (stopped) {
+        blocks_.free(s.id);
+        finish(s.id, a, out, FinishKind::kStop, now);
+      } else {
+        hand_off(s.id, a, out, now);
+      }
+    } else if (stopped) {
       scheduler_.finish(s.id);
       finish(s.id, a, out, FinishKind::kStop, now);
-    } else if (std::find(hit_length.begin(), hit_length.end(), s.id) != hit_length.end()) {
+    } else if (at_length) {
       finish(s.id, a, out, FinishKind::kLength, now);
     } else {
       out.id = s.id;
@@ -242,11 +370,18 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<int32_t>& s
   refresh_gauges();
 }
 
+void EngineCore::hand_off(int64_t id, Active& a, RequestOutput& out, Clock::time_point now) {
+  leases_.emplace(id, now + config_.kv_lease);
+  out.kv = KvBlocks{blocks_.table(id), a.n_prompt, 0};
+  finish(id, a, out, FinishKind::kLength, now, /*flush=*/false);
+}
+
 bool EngineCore::emit_token(Active& a, const SampleResult& r, RequestOutput& out) {
   const Clock::time_point now = Clock::now();
   if (a.n_output == 0) {
     metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - a.arrival).count());
-  } else {
+  } else if (!(a.remote && a.n_output == 1)) {
+    // A decode instance's first token follows one made elsewhere, at a time not known here.
     metrics_.time_per_output_token.observe(std::chrono::duration<double>(now - a.last_token).count());
   }
   a.last_token = now;
@@ -271,9 +406,9 @@ bool EngineCore::emit_token(Active& a, const SampleResult& r, RequestOutput& out
   return false;
 }
 
-void EngineCore::finish(int64_t id, Active& a, RequestOutput& out, FinishKind kind, Clock::time_point now) {
+void EngineCore::finish(int64_t id, Active& a, RequestOutput& out, FinishKind kind, Clock::time_point now, bool flush) {
   // A stop string already cut the text; otherwise what the decoders held back is final.
-  if (out.stop_string.empty()) {
+  if (flush && out.stop_string.empty()) {
     const StopMatcher::Result m = a.stops.push(a.decoder.finish());
     out.text += m.text;
     if (m.stopped) {
@@ -302,6 +437,7 @@ void EngineCore::refresh_gauges() {
   metrics_.num_requests_waiting = int64_t(scheduler_.n_waiting());
   metrics_.kv_cache_usage_perc = blocks_.usage();
   metrics_.kv_blocks_used = blocks_.n_used();
+  metrics_.kv_leases_active = int64_t(leases_.size());
 }
 
 }  // namespace moe

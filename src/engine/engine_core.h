@@ -5,7 +5,10 @@
 // to its sink. No threads and no clock of its own beyond timestamps: AsyncEngine runs it on
 // the engine thread, tests call step() directly to control exactly what is batched.
 #include <cstdint>
+#include <chrono>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -26,7 +29,18 @@ struct EngineConfig {
   int32_t block_size = 16;
   int32_t n_blocks = 0;        // KV cache blocks; see kv_blocks_for_memory
   int64_t max_model_len = 0;   // longest prompt + max_tokens; 0: the model's context length
+  // How long a prefill instance holds a handed-off prompt's blocks for the decode
+  // instance to pull before it frees them.
+  std::chrono::milliseconds kv_lease{30000};
 };
+
+// What became of a lease when its decode instance asked to release it.
+enum class LeaseRelease {
+  kReleased,  // the blocks were held until now: whatever was read from them is good
+  kExpired,   // the lease ran out first: the blocks may have been reused meanwhile
+  kUnknown,   // no such lease (never granted, or released before)
+};
+const char* lease_release_name(LeaseRelease r);  // "released", "expired", "unknown"
 
 // KV blocks of block_size positions that fit in `gib` GiB for this model.
 int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size);
@@ -57,6 +71,26 @@ class EngineCore {
   // RequestError as validate_request does. The sink receives every RequestOutput.
   void add(int64_t id, std::vector<int32_t> prompt, GenerateParams params, OutputSink sink,
            Clock::time_point arrival = Clock::now());
+  // Queues the decode half of a prefill/decode pair: the prompt's KV comes from another
+  // instance, which sampled first_token from it with the same params. The sink's first
+  // output carries the blocks to fill (RequestOutput::kv); then kv_loaded() says whether
+  // they were. Outputs continue after first_token exactly as a request that had generated
+  // it here would. Throws RequestError as add() does, and when max_tokens leaves nothing
+  // to generate after first_token.
+  void add_remote(int64_t id, std::vector<int32_t> prompt, int32_t first_token, GenerateParams params, OutputSink sink,
+                  Clock::time_point arrival = Clock::now());
+  // The remote KV of an add_remote request has landed in its blocks (ok), or could not be
+  // loaded: then the request recomputes its prompt itself. Unknown ids are ignored.
+  void kv_loaded(int64_t id, bool ok);
+
+  // Frees a handed-off prompt's blocks (the lease named by the hand-off output's id).
+  LeaseRelease release_lease(int64_t id);
+  // Frees the blocks of every lease that has run out by `now`.
+  void expire_leases(Clock::time_point now);
+  // When the next lease runs out; nullopt with none held.
+  std::optional<Clock::time_point> next_lease_expiry() const;
+  size_t n_leases() const { return leases_.size(); }
+
   // Ends a waiting or running request now: its blocks are freed and its sink gets a final
   // output with FinishKind::kAbort. Unknown or finished ids are ignored.
   void abort(int64_t id);
@@ -64,12 +98,15 @@ class EngineCore {
   void abort_all();
 
   bool has_work() const { return scheduler_.has_unfinished(); }
-  // One engine step. Does nothing when there is no work.
-  void step();
+  // One engine step. Returns false when it found nothing to do: then nothing changes
+  // until a request is added, aborted or loaded, or a lease is released or expires.
+  bool step();
 
   size_t n_running() const { return scheduler_.n_running(); }
   size_t n_waiting() const { return scheduler_.n_waiting(); }
   const BlockManager& blocks() const { return blocks_; }
+  // The KV pool, for the transfers of a prefill/decode pair.
+  KvStore& kv() { return kv_; }
   // Gauges are refreshed by each step() and abort().
   const EngineMetrics& metrics() const { return metrics_; }
   // Preemptions of one unfinished request so far (for tests); 0 when unknown.
@@ -85,7 +122,14 @@ class EngineCore {
                    const std::vector<SampleResult>& results, Clock::time_point now);
   // Appends one token to a request's output; true when it ends the request.
   bool emit_token(Active& a, const SampleResult& r, RequestOutput& out);
-  void finish(int64_t id, Active& a, RequestOutput& out, FinishKind kind, Clock::time_point now);
+  // flush: what the decoders hold back is final text (not so for a hand-off, whose decode
+  // instance continues it).
+  void finish(int64_t id, Active& a, RequestOutput& out, FinishKind kind, Clock::time_point now, bool flush = true);
+  // The first token of a remote_decode request is out and did not stop it: its blocks go
+  // under a lease and its final output says where they are.
+  void hand_off(int64_t id, Active& a, RequestOutput& out, Clock::time_point now);
+  // Tells the remote-KV requests admitted by this plan where to put their KV.
+  void announce_kv_loads(const StepPlan& plan);
   void refresh_gauges();
 
   Model& model_;
@@ -97,6 +141,9 @@ class EngineCore {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<Active>> active_;
+  std::unordered_map<int64_t, Clock::time_point> leases_;  // request id -> expiry
+  // Leases that ran out recently, so that a late release hears "expired", not "unknown".
+  std::deque<int64_t> expired_;
   std::vector<float> logits_;  // f32 [rows, n_vocab] of the current step
   EngineMetrics metrics_;
   uint64_t seen_prefix_queries_ = 0, seen_prefix_hits_ = 0;

@@ -48,50 +48,39 @@ std::string escape_label(const std::string& v) {
   return out;
 }
 
-class Writer {
- public:
-  explicit Writer(const std::string& model) : labels_("model_name=\"" + escape_label(model) + "\"") {}
-
-  void gauge(const char* name, const char* help, double v) { scalar(name, help, "gauge", v); }
-  void counter(const char* name, const char* help, double v) { scalar(name, help, "counter", v); }
-
-  void histogram(const char* name, const char* help, const Histogram& h) {
-    head(name, help, "histogram");
-    for (size_t i = 0; i < h.bounds().size(); ++i) {
-      out_ += fmt::format("moengine:{}_bucket{{{},le=\"{}\"}} {}\n", name, labels_, h.bounds()[i], h.cumulative(i));
-    }
-    out_ += fmt::format("moengine:{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels_, h.count());
-    out_ += fmt::format("moengine:{}_sum{{{}}} {}\n", name, labels_, h.sum());
-    out_ += fmt::format("moengine:{}_count{{{}}} {}\n", name, labels_, h.count());
-  }
-
-  void finished(const std::array<uint64_t, 5>& by_kind) {
-    head("request_success_total", "Finished requests by finish reason.", "counter");
-    for (FinishKind k : {FinishKind::kStop, FinishKind::kLength, FinishKind::kAbort, FinishKind::kError}) {
-      out_ += fmt::format("moengine:request_success_total{{{},finished_reason=\"{}\"}} {}\n", labels_,
-                          finish_kind_name(k), by_kind[size_t(k)]);
-    }
-  }
-
-  std::string take() { return std::move(out_); }
-
- private:
-  void head(const char* name, const char* help, const char* type) {
-    out_ += fmt::format("# HELP moengine:{} {}\n# TYPE moengine:{} {}\n", name, help, name, type);
-  }
-  void scalar(const char* name, const char* help, const char* type, double v) {
-    head(name, help, type);
-    out_ += fmt::format("moengine:{}{{{}}} {}\n", name, labels_, v);
-  }
-
-  std::string labels_;
-  std::string out_;
-};
-
 }  // namespace
 
+PrometheusText::PrometheusText(const std::string& model_name) : labels_("model_name=\"" + escape_label(model_name) + "\"") {}
+
+void PrometheusText::histogram(const char* name, const char* help, const Histogram& h) {
+  head(name, help, "histogram");
+  for (size_t i = 0; i < h.bounds().size(); ++i) {
+    out_ += fmt::format("moengine:{}_bucket{{{},le=\"{}\"}} {}\n", name, labels_, h.bounds()[i], h.cumulative(i));
+  }
+  out_ += fmt::format("moengine:{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels_, h.count());
+  out_ += fmt::format("moengine:{}_sum{{{}}} {}\n", name, labels_, h.sum());
+  out_ += fmt::format("moengine:{}_count{{{}}} {}\n", name, labels_, h.count());
+}
+
+void PrometheusText::labelled_counter(const char* name, const char* help, const char* label,
+                                      const std::vector<std::pair<std::string, double>>& values) {
+  head(name, help, "counter");
+  for (const auto& [value, n] : values) {
+    out_ += fmt::format("moengine:{}{{{},{}=\"{}\"}} {}\n", name, labels_, label, escape_label(value), n);
+  }
+}
+
+void PrometheusText::head(const char* name, const char* help, const char* type) {
+  out_ += fmt::format("# HELP moengine:{} {}\n# TYPE moengine:{} {}\n", name, help, name, type);
+}
+
+void PrometheusText::scalar(const char* name, const char* help, const char* type, double v) {
+  head(name, help, type);
+  out_ += fmt::format("moengine:{}{{{}}} {}\n", name, labels_, v);
+}
+
 std::string prometheus_text(const EngineMetrics& m, const std::string& model_name) {
-  Writer w(model_name);
+  PrometheusText w(model_name);
   w.gauge("num_requests_running", "Requests in the running batch.", double(m.num_requests_running));
   w.gauge("num_requests_waiting", "Requests waiting to be scheduled.", double(m.num_requests_waiting));
   w.gauge("kv_cache_usage_perc", "Fraction of KV cache blocks held by requests (1 = full).", m.kv_cache_usage_perc);
@@ -103,7 +92,17 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.counter("generation_tokens_total", "Tokens generated.", double(m.generation_tokens_total));
   w.counter("num_preemptions_total", "Requests preempted (recomputed later) for lack of KV blocks.",
             double(m.num_preemptions_total));
-  w.finished(m.request_success_total);
+  std::vector<std::pair<std::string, double>> finished;
+  for (FinishKind k : {FinishKind::kStop, FinishKind::kLength, FinishKind::kAbort, FinishKind::kError}) {
+    finished.emplace_back(finish_kind_name(k), double(m.request_success_total[size_t(k)]));
+  }
+  w.labelled_counter("request_success_total", "Finished requests by finish reason.", "finished_reason", finished);
+  w.gauge("kv_leases_active", "Handed-off prompts whose KV blocks are held for a decode instance.", double(m.kv_leases_active));
+  w.counter("kv_leases_released_total", "KV leases released by their decode instance.", double(m.kv_leases_released_total));
+  w.counter("kv_leases_expired_total", "KV leases that ran out before their decode instance released them.",
+            double(m.kv_leases_expired_total));
+  w.labelled_counter("kv_remote_loads_total", "Decode requests whose prompt KV was pulled (loaded) or recomputed.", "result",
+                     {{"loaded", double(m.kv_remote_loads_total[0])}, {"recomputed", double(m.kv_remote_loads_total[1])}});
   w.histogram("time_to_first_token_seconds", "Seconds from arrival to the first token.", m.time_to_first_token);
   w.histogram("time_per_output_token_seconds", "Seconds between consecutive output tokens.", m.time_per_output_token);
   w.histogram("e2e_request_latency_seconds", "Seconds from arrival to the last output.", m.e2e_request_latency);

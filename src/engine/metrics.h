@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/request.h"
@@ -49,6 +50,12 @@ struct EngineMetrics {
   uint64_t num_preemptions_total = 0;
   // Finished requests by FinishKind (index = int(kind)).
   std::array<uint64_t, 5> request_success_total{};
+  // Prefill/decode: leases on handed-off prompts' blocks that were released by their
+  // decode instance, and that ran out (a release that came too late counts in both).
+  uint64_t kv_leases_released_total = 0;
+  uint64_t kv_leases_expired_total = 0;
+  // Remote-KV requests whose KV was loaded [0] or had to be recomputed [1].
+  std::array<uint64_t, 2> kv_remote_loads_total{};
 
   // Gauges, as of the end of the last step.
   int64_t num_requests_running = 0;
@@ -56,6 +63,30 @@ struct EngineMetrics {
   double kv_cache_usage_perc = 0.0;  // fraction in [0, 1] of blocks held by requests
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
+  int64_t kv_leases_active = 0;
+};
+
+// Writes metrics in the Prometheus text exposition format (version 0.0.4), every name
+// prefixed with "moengine:" and labelled with model_name.
+class PrometheusText {
+ public:
+  explicit PrometheusText(const std::string& model_name);
+
+  void gauge(const char* name, const char* help, double v) { scalar(name, help, "gauge", v); }
+  void counter(const char* name, const char* help, double v) { scalar(name, help, "counter", v); }
+  void histogram(const char* name, const char* help, const Histogram& h);
+  // One counter with one more label, a sample per (label value, count).
+  void labelled_counter(const char* name, const char* help, const char* label,
+                        const std::vector<std::pair<std::string, double>>& values);
+
+  std::string take() { return std::move(out_); }
+
+ private:
+  void head(const char* name, const char* help, const char* type);
+  void scalar(const char* name, const char* help, const char* type, double v);
+
+  std::string labels_;
+  std::string out_;
 };
 
 // Prometheus text exposition (version 0.0.4) of the metrics, every name prefixed with

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,20 @@ struct GenerateParams {
   // -1: off. k in [0, 20]: the logprob of every prompt token after the first, and the k most
   // likely tokens at its position. The prompt is then prefilled without prefix-cache hits.
   int32_t prompt_logprobs = -1;
+  // The prefill half of a prefill/decode pair: the request ends after its first token
+  // (FinishKind::kLength, unless that token stops it) with its prompt's KV blocks held
+  // under a lease for a decode instance to pull (RequestOutput::kv), and text held back for
+  // a possible stop string or an unfinished UTF-8 sequence is not flushed: the decode
+  // instance, primed with the same token, continues it.
+  bool remote_decode = false;
+};
+
+// Where a request's prompt KV lives in the block pool, for a transfer between instances.
+struct KvBlocks {
+  std::vector<int32_t> table;  // block ids, in position order
+  int64_t n_tokens = 0;        // prompt positions the blocks hold
+  // Leading positions already valid: a decode instance's prefix-cache hit, not pulled.
+  int64_t n_cached = 0;
 };
 
 // Why a request ended, with the names OpenAI uses where one exists.
@@ -52,6 +67,11 @@ struct RequestOutput {
   // With prompt_logprobs, in the request's first output only: one entry per prompt token
   // from the second on (the first has nothing to be predicted from).
   std::vector<TokenOutput> prompt_logprobs;
+  // On a prefill instance, in the final output of a remote_decode request that handed off:
+  // the prompt's blocks, held under a lease named by this output's id until released or
+  // expired. On a decode instance, in the first output of a request added with its KV to
+  // come from elsewhere: the blocks to fill (from n_cached on), then report kv_loaded.
+  std::optional<KvBlocks> kv;
 };
 
 // Called on the engine thread: it must be quick and must not call into the engine.

@@ -94,6 +94,11 @@ void Sampler::apply_penalties(float* z, int64_t n_vocab) const {
   }
 }
 
+void Sampler::replay(int32_t token) {
+  if (params_.temperature >= kGreedyBelow) (void)uniform();
+  accept(token);
+}
+
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 
 void Sampler::fill_logprobs(const float* logits, int64_t n_vocab, int32_t token, SampleResult* out) {

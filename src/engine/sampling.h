@@ -74,6 +74,12 @@ class Sampler {
   // Records a generated token for the repetition, presence and frequency penalties.
   void accept(int32_t token);
 
+  // Takes over a token that a twin of this sampler (same params, same prompt) drew on
+  // another instance, as a decode instance does with its prefill instance's first token:
+  // the generator skips the draw sample() made for it and the token is accepted, so every
+  // later draw is the one the twin would have made.
+  void replay(int32_t token);
+
   // Applies the repetition, frequency and presence penalties for the tokens seen so far to
   // one row of logits in place: sample()'s first step, public so it can be checked alone.
   void apply_penalties(float* logits, int64_t n_vocab) const;

@@ -103,21 +103,49 @@ void Scheduler::remove_running(int64_t id) {
   running_.erase(std::find(running_.begin(), running_.end(), id));
 }
 
-void Scheduler::preempt(int64_t id, StepPlan& plan) {
+void Scheduler::requeue_for_recompute(int64_t id) {
   Seq& s = seqs_.at(id);
-  blocks_.free(id);
   remove_running(id);
   // Everything known so far is the new prompt: re-prefilling it reproduces the KV, and
   // its last token's logits give the next output token, so generation resumes exactly.
   s.n_prompt = int64_t(s.tokens.size());
   s.n_computed = 0;
   s.state = RequestState::kWaiting;
-  ++s.n_preempted;
   waiting_.push_front(id);
+}
+
+void Scheduler::preempt(int64_t id, StepPlan& plan) {
+  blocks_.free(id);
+  requeue_for_recompute(id);
+  ++seqs_.at(id).n_preempted;
   plan.preempted.push_back(id);
 }
 
-void Scheduler::end(int64_t id, FinishReason reason) {
+int64_t Scheduler::pick_victim() const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (!seqs_.at(*it).awaiting_kv) return *it;
+  }
+  throw std::logic_error("pick_victim: every running request is waiting for its KV");
+}
+
+void Scheduler::kv_loaded(int64_t id, bool ok) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end() || !it->second.awaiting_kv) return;
+  Seq& s = it->second;
+  s.awaiting_kv = false;
+  --n_awaiting_kv_;
+  if (ok) {
+    s.n_computed = s.n_prompt;
+    blocks_.commit_full_blocks(id, s.tokens);
+  } else {
+    blocks_.free(id);
+  }
+  s.tokens.push_back(s.req.remote_first_token);
+  ++s.n_generated;
+  if (!ok) requeue_for_recompute(id);
+}
+
+void Scheduler::end(int64_t id, FinishReason reason, bool keep_blocks) {
   auto it = seqs_.find(id);
   if (it == seqs_.end() || it->second.state == RequestState::kFinished) return;
   Seq& s = it->second;
@@ -126,7 +154,11 @@ void Scheduler::end(int64_t id, FinishReason reason) {
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
   }
-  blocks_.free(id);
+  if (s.awaiting_kv) {
+    s.awaiting_kv = false;
+    --n_awaiting_kv_;
+  }
+  if (!keep_blocks) blocks_.free(id);
   s.state = RequestState::kFinished;
   s.reason = reason;
 }
@@ -154,13 +186,13 @@ void Scheduler::schedule_decodes(StepPlan& plan, int64_t& budget) {
   while (i < running_.size()) {
     const int64_t id = running_[i];
     Seq& s = seqs_.at(id);
-    if (s.n_computed < s.n_prompt) {  // still prefilling: step 2
+    if (s.n_computed < s.n_prompt || s.awaiting_kv) {  // still prefilling (step 2), or loading
       ++i;
       continue;
     }
     bool self_preempted = false;
     while (blocks_.num_tokens(id) < s.n_computed + 1 && !blocks_.append(id, 1)) {
-      const int64_t victim = running_.back();
+      const int64_t victim = pick_victim();
       preempt(victim, plan);
       if (victim == id) {
         self_preempted = true;
@@ -184,7 +216,7 @@ void Scheduler::schedule_prefills(StepPlan& plan, int64_t& budget) {
   for (int64_t id : running_) {
     if (budget <= 0) return;
     Seq& s = seqs_.at(id);
-    if (s.n_computed >= s.n_prompt) continue;  // decoding, handled in step 1
+    if (s.n_computed >= s.n_prompt || s.awaiting_kv) continue;  // decoding (step 1), or loading
     // Admission reserved blocks for the whole prompt, so a chunk never needs blocks.
     const int64_t n = chunk_size(s, budget);
     add_to_plan(s, n, plan);
@@ -229,6 +261,12 @@ void Scheduler::schedule_admissions(StepPlan& plan, int64_t& budget) {
     s.state = RequestState::kRunning;
     s.n_computed = *cached;
     insert_running(id);
+    if (s.req.remote_first_token >= 0 && s.n_generated == 0) {
+      s.awaiting_kv = true;
+      ++n_awaiting_kv_;
+      plan.kv_loads.push_back(KvLoad{id, blocks_.table(id), s.n_computed});
+      continue;
+    }
     const int64_t n = chunk_size(s, budget);
     add_to_plan(s, n, plan);
     budget -= n;
@@ -279,7 +317,7 @@ std::vector<int64_t> Scheduler::on_step_done(const StepPlan& plan,
     s.tokens.push_back(token);
     ++s.n_generated;
     if (s.n_generated >= s.req.max_tokens) {
-      end(p.id, FinishReason::kLength);
+      end(p.id, FinishReason::kLength, s.req.keep_blocks);
       finished.push_back(p.id);
     }
   }

@@ -16,6 +16,15 @@
 //   3. waiting requests are admitted (FCFS, or by (priority, arrival)) while blocks allow.
 // max_num_batched_tokens must be >= max_num_seqs, so step 1 always fits the budget.
 //
+// Prefill/decode disaggregation adds two kinds of request. A keep_blocks request (on a
+// prefill instance) that ends by reaching max_tokens keeps its blocks allocated under its
+// id; the caller frees them (BlockManager::free) once the KV has been pulled. A
+// remote-KV request (on a decode instance) is admitted like any other, its blocks
+// allocated with prefix-cache hits, but then waits in running without being scheduled
+// until kv_loaded(): the caller fills its blocks from elsewhere meanwhile. It is never
+// chosen as a preemption victim (its blocks are being written), and if the load fails it
+// falls back to recomputing its prompt.
+//
 // Preemption is by recompute: a victim's blocks are freed and its prompt + generated tokens
 // become its new prompt, so when it is re-admitted its prefill (mostly a prefix-cache hit
 // if its blocks were not evicted yet) ends with exactly the state it had.
@@ -51,6 +60,11 @@ struct Request {
   // Every prompt position's logits are wanted (prompt logprobs): the prompt is prefilled
   // without prefix-cache hits and its chunks produce all their rows.
   bool prompt_logits = false;
+  // Ending by max_tokens leaves the blocks allocated (see the header comment).
+  bool keep_blocks = false;
+  // The prompt's KV comes from another instance, which also sampled this first output
+  // token; -1: an ordinary request.
+  int32_t remote_first_token = -1;
 };
 
 enum class RequestState { kWaiting, kRunning, kFinished };
@@ -71,10 +85,19 @@ struct ScheduledSeq {
   int64_t n_logit_rows() const { return all_logits ? n_tokens : (produces_logits ? 1 : 0); }
 };
 
+// A remote-KV request admitted by this schedule(): its blocks, to be filled from n_cached.
+struct KvLoad {
+  int64_t id = 0;
+  std::vector<int32_t> block_table;
+  int64_t n_cached = 0;
+};
+
 struct StepPlan {
   std::vector<ScheduledSeq> seqs;
+  std::vector<KvLoad> kv_loads;
   std::vector<int64_t> preempted;  // requests moved back to waiting during this schedule()
   int64_t n_batched_tokens = 0;
+  // Nothing for the model to run (kv_loads may still be there).
   bool empty() const { return seqs.empty(); }
   // The model's view of the plan; its slices point into this plan, which must outlive it.
   Step to_step() const;
@@ -100,6 +123,11 @@ class Scheduler {
   // Cancels a waiting or running request; its blocks are released at once.
   void abort(int64_t id) { end(id, FinishReason::kAborted); }
 
+  // A remote-KV request's blocks are filled (ok): it decodes its first token next step.
+  // Not ok: it recomputes, prompt and first token, as a preempted request does. A request
+  // not waiting for its KV: no-op.
+  void kv_loaded(int64_t id, bool ok);
+
   // Drops a finished request's record (its output, reason); the engine calls it once the
   // final output is delivered, so a long-running server does not accumulate them.
   // Unknown or unfinished: no-op.
@@ -115,6 +143,8 @@ class Scheduler {
   size_t n_waiting() const { return waiting_.size(); }
   size_t n_running() const { return running_.size(); }
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  // Running requests waiting for their KV from elsewhere.
+  size_t n_awaiting_kv() const { return n_awaiting_kv_; }
   const std::vector<int64_t>& running() const { return running_; }
   const std::deque<int64_t>& waiting() const { return waiting_; }
 
@@ -130,6 +160,7 @@ class Scheduler {
     int64_t n_computed = 0;       // positions whose KV is written (or scheduled this step)
     int64_t n_generated = 0;
     int64_t n_preempted = 0;
+    bool awaiting_kv = false;  // admitted remote-KV request, blocks not filled yet
   };
 
   const Seq& get(int64_t id) const;
@@ -139,7 +170,12 @@ class Scheduler {
   void remove_running(int64_t id);
   // Frees a running request's blocks and puts it at the front of waiting.
   void preempt(int64_t id, StepPlan& plan);
-  void end(int64_t id, FinishReason reason);
+  // Moves a running request back to the front of waiting, everything known so far as its
+  // new prompt; its blocks must be freed already.
+  void requeue_for_recompute(int64_t id);
+  // The least urgent running request that may be preempted (one not waiting for its KV).
+  int64_t pick_victim() const;
+  void end(int64_t id, FinishReason reason, bool keep_blocks = false);
   void add_to_plan(Seq& s, int64_t n_tokens, StepPlan& plan);
   // Step 1 and 2 and 3 of the header comment; each consumes budget.
   void schedule_decodes(StepPlan& plan, int64_t& budget);
@@ -159,6 +195,7 @@ class Scheduler {
   std::vector<int64_t> running_;  // most urgent first
   std::deque<int64_t> waiting_;
   int64_t next_arrival_ = 0;
+  size_t n_awaiting_kv_ = 0;
   bool step_pending_ = false;
 };
 

@@ -9,10 +9,21 @@
 #include <string_view>
 
 #include "loadgen/dataset.h"
-#include "loadgen/http_client.h"
+#include "http/http_client.h"
 #include "loadgen/stats.h"
 
 namespace moe::loadgen {
+
+// The HTTP client the load generator drives a server with.
+using http::Clock;
+using http::ConnectError;
+using http::HttpClient;
+using http::HttpClientOptions;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::parse_url;
+using http::SseEvent;
+using http::Url;
 
 enum class Endpoint { Completions, ChatCompletions };
 

@@ -22,6 +22,8 @@ class KvStore {
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
   size_t bytes() const { return n_floats_ * sizeof(float); }
+  // The whole pool: layer-major, then block, then position, then row (see row()).
+  float* data() { return data_.get(); }
 
   float* row(int64_t layer, int32_t block, int64_t offset) {
     return data_.get() + ((layer * n_blocks_ + block) * block_size_ + offset) * row_floats_;

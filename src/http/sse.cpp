@@ -1,6 +1,6 @@
-#include "loadgen/sse.h"
+#include "http/sse.h"
 
-namespace moe::loadgen {
+namespace moe::http {
 
 void SseParser::feed(std::string_view bytes, const Handler& on_event) {
   if (stopped_) return;
@@ -76,4 +76,4 @@ bool SseParser::line(std::string_view text, const Handler& on_event) {
   return true;
 }
 
-}  // namespace moe::loadgen
+}  // namespace moe::http

@@ -1,4 +1,4 @@
-#include "loadgen/http_client.h"
+#include "http/http_client.h"
 
 #include <array>
 #include <boost/asio/as_tuple.hpp>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <optional>
 
-namespace moe::loadgen {
+namespace moe::http {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -216,4 +216,4 @@ asio::awaitable<HttpResponse> HttpClient::stream(HttpRequest request, EventHandl
   co_return co_await impl->run(std::move(request), &on_event);
 }
 
-}  // namespace moe::loadgen
+}  // namespace moe::http

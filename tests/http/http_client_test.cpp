@@ -7,9 +7,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include "fake_openai_server.h"
-#include "loadgen/http_client.h"
+#include "http/http_client.h"
 
-namespace moe::loadgen {
+namespace moe::http {
 namespace {
 
 namespace asio = boost::asio;
@@ -148,4 +148,4 @@ TEST(HttpClient, RefusedConnectionIsAConnectError) {
 }
 
 }  // namespace
-}  // namespace moe::loadgen
+}  // namespace moe::http

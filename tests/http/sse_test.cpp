@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "loadgen/sse.h"
+#include "http/sse.h"
 
-namespace moe::loadgen {
+namespace moe::http {
 namespace {
 
 std::vector<SseEvent> parse(const std::vector<std::string>& reads) {
@@ -108,4 +108,4 @@ TEST(Sse, ReturningFalseStopsTheParser) {
 }
 
 }  // namespace
-}  // namespace moe::loadgen
+}  // namespace moe::http

@@ -2,7 +2,8 @@
 // An HTTP/1.1 client on Boost.Asio and Beast with C++20 coroutines: it sends a request and
 // reads the answer whole, or as a Server-Sent-Events stream one event at a time, each event
 // stamped with the time its last bytes arrived. Idle connections are kept for reuse
-// (keep-alive). Plain http only. `bench serve` uses it; so will the proxy.
+// (keep-alive). Plain http only. `bench serve`, the proxy and the decode instances' calls
+// to their prefill instances use it.
 //
 // Safe to use from coroutines on any number of threads of one io_context: the shared state
 // (the idle connections and the resolved address) is behind a mutex.
@@ -17,9 +18,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "loadgen/sse.h"
+#include "http/sse.h"
 
-namespace moe::loadgen {
+namespace moe::http {
 
 struct Url {
   std::string host;
@@ -88,4 +89,4 @@ class HttpClient {
   std::shared_ptr<Impl> impl_;  // shared with requests in flight, which may outlive this
 };
 
-}  // namespace moe::loadgen
+}  // namespace moe::http

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace moe::loadgen {
+namespace moe::http {
 
 struct SseEvent {
   std::string event;  // the "event:" field; empty means "message"
@@ -35,4 +35,4 @@ class SseParser {
   bool stopped_ = false;
 };
 
-}  // namespace moe::loadgen
+}  // namespace moe::http

@@ -11,6 +11,8 @@
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
+#include "disagg/kv_agent.h"
+#include "disagg/model_fingerprint.h"
 #include "engine/async_engine.h"
 #include "http/server.h"
 #include "server/openai_server.h"
@@ -35,7 +37,37 @@ struct ServeArgs {
   std::string scheduling_policy = "fcfs";
   int threads = 0;
   size_t max_body_bytes = size_t(16) << 20;
+  // Prefill/decode disaggregation.
+  std::string role = "both";
+  std::string engine_id;
+  std::string kv_transport;  // empty: ucx for the prefill and decode roles, none for both
+  std::string kv_host;
+  int kv_port = 0;
+  int64_t kv_lease_ms = 30000;
+  std::string kv_load_failure_policy = "recompute";
 };
+
+// The instance's part in prefill/decode hand-offs; none for a plain (role both) instance
+// started without --kv-transport.
+std::unique_ptr<disagg::KvAgent> make_kv_agent(const ServeArgs& a, AsyncEngine& engine, const Model& model) {
+  const disagg::Role role = disagg::parse_role(a.role);
+  if (role == disagg::Role::kBoth && a.kv_transport.empty()) return nullptr;
+  if (a.kv_port < 0 || a.kv_port > 65535) fail("--kv-port must be in [0, 65535], got {}", a.kv_port);
+  if (a.kv_lease_ms < 1) fail("--kv-lease-ms must be at least 1, got {}", a.kv_lease_ms);
+  disagg::PdConfig pd;
+  pd.role = role;
+  pd.engine_id = a.engine_id.empty() ? disagg::new_engine_id() : a.engine_id;
+  pd.transport.kind = disagg::parse_transport_kind(a.kv_transport.empty() ? "ucx" : a.kv_transport);
+  pd.transport.host = a.kv_host.empty() ? a.host : a.kv_host;
+  if (pd.transport.host == "0.0.0.0" || pd.transport.host == "::") {
+    fail("--kv-host: with --host {} give the address other instances reach this one at", a.host);
+  }
+  pd.transport.port = uint16_t(a.kv_port);
+  pd.http_host = pd.transport.host;
+  pd.lease = std::chrono::milliseconds(a.kv_lease_ms);
+  pd.on_load_failure = disagg::parse_load_failure_policy(a.kv_load_failure_policy);
+  return std::make_unique<disagg::KvAgent>(pd, engine.kv(), disagg::model_fingerprint(model.file()));
+}
 
 // --chat-template takes a file, or (as vLLM's does) the template text itself.
 std::string chat_template_source(const std::string& arg) {
@@ -79,6 +111,7 @@ void run(const ServeArgs& a) {
          a.max_model_len, kv_tokens, a.kv_cache_memory);
   }
   ec.engine.max_model_len = a.max_model_len;
+  ec.engine.kv_lease = std::chrono::milliseconds(a.kv_lease_ms);
   ec.threads = a.threads;
   ec.max_waiting = a.max_waiting;
   // Declared before the server so that it outlives every handler holding one of its requests.
@@ -88,12 +121,25 @@ void run(const ServeArgs& a) {
                ec.engine.n_blocks, ec.engine.block_size, (long long)limits.kv_capacity_tokens, (long long)limits.max_model_len,
                a.max_num_seqs, (long long)a.max_num_batched_tokens);
 
+  std::unique_ptr<disagg::KvAgent> agent = make_kv_agent(a, engine, *model);
+  const std::string engine_id = agent ? agent->config().engine_id : (a.engine_id.empty() ? disagg::new_engine_id() : a.engine_id);
+  std::fprintf(stderr, "engine: id %s, role %s", engine_id.c_str(), a.role.c_str());
+  if (agent) {
+    const nlohmann::json endpoint = agent->info()["transport"];
+    std::fprintf(stderr, ", KV transport %s on %s:%d, lease %lld ms, load failures: %s, model fingerprint %s",
+                 disagg::transport_kind_name(agent->config().transport.kind), endpoint.value("host", "").c_str(), endpoint.value("port", 0),
+                 (long long)a.kv_lease_ms, a.kv_load_failure_policy.c_str(), agent->fingerprint().c_str());
+  }
+  std::fprintf(stderr, "\n");
+
   server::ApiConfig api;
   api.served_model_name = a.served_model_name.empty() ? a.model.path : a.served_model_name;
   api.model_path = a.model.path;
   api.api_key = a.api_key;
   api.chat_template = chat_template;
-  server::OpenAiServer openai(engine, api);
+  api.role = disagg::parse_role(a.role);
+  api.engine_id = engine_id;
+  server::OpenAiServer openai(engine, api, agent.get());
 
   http::ServerConfig hc;
   hc.host = a.host;
@@ -110,6 +156,7 @@ void run(const ServeArgs& a) {
     if (!ec2) received = sig;
   });
   server.start();
+  if (agent) agent->set_http_port(server.port());
   std::printf("serving %s on http://%s:%u\n", api.served_model_name.c_str(), a.host.c_str(), unsigned(server.port()));
   std::fflush(stdout);
   signals_ctx.run();
@@ -155,6 +202,25 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body; larger ones get 413")->capture_default_str();
+  cmd->add_option("--role", args->role,
+                  "both: prefill and decode (a plain instance); prefill: only prefills, handing the KV to a decode instance; "
+                  "decode: only takes requests that arrive with KV to pull (docs/disaggregation.md)")
+      ->check(CLI::IsMember({"both", "prefill", "decode"}))
+      ->capture_default_str();
+  cmd->add_option("--engine-id", args->engine_id, "Stable id of this instance in hand-offs, /health and /v1/models (default: random)");
+  cmd->add_option("--kv-transport", args->kv_transport,
+                  "How KV moves between prefill and decode instances: ucx or tcp (default ucx for --role prefill|decode; "
+                  "with --role both it lets the instance take part in hand-offs)")
+      ->check(CLI::IsMember({"ucx", "tcp"}));
+  cmd->add_option("--kv-host", args->kv_host, "Address other instances reach this one at, for KV and hand-offs (default: --host)");
+  cmd->add_option("--kv-port", args->kv_port, "Port the KV transport listens on; 0 picks a free one")->capture_default_str();
+  cmd->add_option("--kv-lease-ms", args->kv_lease_ms,
+                  "A prefill instance holds a handed-off prompt's KV blocks this long for the decode instance to pull")
+      ->capture_default_str();
+  cmd->add_option("--kv-load-failure-policy", args->kv_load_failure_policy,
+                  "When a decode instance cannot pull the KV: recompute (prefill the prompt itself) or fail (502)")
+      ->check(CLI::IsMember({"recompute", "fail"}))
+      ->capture_default_str();
   cmd->callback([args] { run(*args); });
 }
 

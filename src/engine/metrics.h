@@ -8,28 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/prometheus.h"
 #include "engine/request.h"
 
 namespace moe {
-
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> upper_bounds);
-  void observe(double value);
-
-  const std::vector<double>& bounds() const { return bounds_; }
-  // Observations <= bounds()[i] (cumulative, as Prometheus buckets are); the +Inf bucket
-  // is count().
-  uint64_t cumulative(size_t i) const;
-  uint64_t count() const { return count_; }
-  double sum() const { return sum_; }
-
- private:
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bucket, not cumulative; last one is +Inf
-  uint64_t count_ = 0;
-  double sum_ = 0.0;
-};
 
 struct EngineMetrics {
   EngineMetrics();
@@ -64,29 +46,6 @@ struct EngineMetrics {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_leases_active = 0;
-};
-
-// Writes metrics in the Prometheus text exposition format (version 0.0.4), every name
-// prefixed with "moengine:" and labelled with model_name.
-class PrometheusText {
- public:
-  explicit PrometheusText(const std::string& model_name);
-
-  void gauge(const char* name, const char* help, double v) { scalar(name, help, "gauge", v); }
-  void counter(const char* name, const char* help, double v) { scalar(name, help, "counter", v); }
-  void histogram(const char* name, const char* help, const Histogram& h);
-  // One counter with one more label, a sample per (label value, count).
-  void labelled_counter(const char* name, const char* help, const char* label,
-                        const std::vector<std::pair<std::string, double>>& values);
-
-  std::string take() { return std::move(out_); }
-
- private:
-  void head(const char* name, const char* help, const char* type);
-  void scalar(const char* name, const char* help, const char* type, double v);
-
-  std::string labels_;
-  std::string out_;
 };
 
 // Prometheus text exposition (version 0.0.4) of the metrics, every name prefixed with

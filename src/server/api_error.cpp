@@ -27,6 +27,22 @@ ApiError invalid_value(const std::string& param, const std::string& message) {
   return ApiError(http::Status::bad_request, kInvalidRequest, "invalid_value", message, param);
 }
 
+ApiError wrong_role(const std::string& message) {
+  return ApiError(http::Status::bad_request, kInvalidRequest, "wrong_role", message, "kv_transfer_params");
+}
+
+ApiError kv_transfer_failed(const std::string& message) {
+  return ApiError(http::Status::bad_gateway, "server_error", "kv_transfer_failed", message);
+}
+
+ApiError lease_expired(const std::string& message) {
+  return ApiError(http::Status::gone, kInvalidRequest, "lease_expired", message, "remote_request_id");
+}
+
+ApiError lease_unknown(const std::string& message) {
+  return ApiError(http::Status::not_found, kInvalidRequest, "lease_unknown", message, "remote_request_id");
+}
+
 ApiError unsupported(const std::string& param, const std::string& message) {
   return ApiError(http::Status::bad_request, kInvalidRequest, "unsupported_value", message, param);
 }

@@ -42,6 +42,13 @@ ApiError model_not_found(const std::string& model);
 ApiError unauthorized(const std::string& message);
 // 429: the engine's waiting queue is full.
 ApiError queue_full(const std::string& message);
+// 400: a prefill/decode request sent to an instance whose role does not take it.
+ApiError wrong_role(const std::string& message);
+// 502: a decode instance could not load the KV of a hand-off (and does not recompute).
+ApiError kv_transfer_failed(const std::string& message);
+// 410 / 404: a lease release that came after the lease ran out, or names none.
+ApiError lease_expired(const std::string& message);
+ApiError lease_unknown(const std::string& message);
 // 500: the engine failed on a request it had accepted.
 ApiError internal_error(const std::string& message);
 // The errors the HTTP layer answers itself (404 route, 405, 408, 413, 431, 400, 500).

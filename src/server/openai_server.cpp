@@ -1,6 +1,8 @@
 #include "server/openai_server.h"
 
 #include "engine/metrics.h"
+#include "http/mailbox.h"
+#include "server/json_fields.h"
 #include "server/api_error.h"
 #include "tokenizer/stream_decoder.h"
 
@@ -16,8 +18,8 @@ asio::awaitable<void> send(http::Exchange& ex, http::Response res) { co_await ex
 
 }  // namespace
 
-OpenAiServer::OpenAiServer(AsyncEngine& engine, ApiConfig config)
-    : engine_(engine), config_(std::move(config)), prompter_(engine.tokenizer(), config_.chat_template), created_(unix_now()) {}
+OpenAiServer::OpenAiServer(AsyncEngine& engine, ApiConfig config, disagg::KvAgent* agent)
+    : engine_(engine), config_(std::move(config)), agent_(agent), prompter_(engine.tokenizer(), config_.chat_template), created_(unix_now()) {}
 
 http::Response OpenAiServer::http_error(http::Status status, const std::string& message) {
   return error_response(server::http_error(status, message));
@@ -29,7 +31,9 @@ http::Router OpenAiServer::router() {
   r.add(V::post, "/v1/completions", [this](http::Exchange& ex) { return generate(ex, Api::kCompletion); });
   r.add(V::post, "/v1/chat/completions", [this](http::Exchange& ex) { return generate(ex, Api::kChat); });
   r.add(V::get, "/v1/models", [this](http::Exchange& ex) { return send(ex, models(ex.request())); });
-  r.add(V::get, "/health", [](http::Exchange& ex) { return send(ex, http::Response{http::Status::ok, 11}); });
+  r.add(V::get, "/health", [this](http::Exchange& ex) { return send(ex, health()); });
+  r.add(V::get, "/internal/kv/info", [this](http::Exchange& ex) { return send(ex, kv_info()); });
+  r.add(V::post, "/internal/kv/release", [this](http::Exchange& ex) { return release_lease(ex); });
   r.add(V::get, "/metrics", [this](http::Exchange& ex) { return send(ex, metrics()); });
   r.add(V::post, "/tokenize", [this](http::Exchange& ex) { return send(ex, tokenize(ex.request())); });
   r.add(V::post, "/detokenize", [this](http::Exchange& ex) { return send(ex, detokenize(ex.request())); });
@@ -59,14 +63,74 @@ http::Response OpenAiServer::models(const http::Request& req) const {
                   {"owned_by", "moengine"},
                   {"root", config_.model_path},
                   {"parent", nullptr},
-                  {"max_model_len", context_limit(engine_.limits())}};
+                  {"max_model_len", context_limit(engine_.limits())},
+                  {"engine_id", config_.engine_id},
+                  {"role", disagg::role_name(config_.role)}};
   return json_response(Json{{"object", "list"}, {"data", Json::array({card})}});
+}
+
+http::Response OpenAiServer::health() const {
+  return json_response(Json{{"status", "ok"}, {"engine_id", config_.engine_id}, {"role", disagg::role_name(config_.role)}});
+}
+
+http::Response OpenAiServer::kv_info() const {
+  if (!agent_) return error_response(wrong_role("this instance takes no part in prefill/decode hand-offs (no KV transport)"));
+  return json_response(Json(agent_->info()));
+}
+
+namespace {
+
+http::Response lease_answer(LeaseRelease r, int64_t id) {
+  switch (r) {
+    case LeaseRelease::kReleased:
+      return json_response(Json{{"status", "released"}, {"remote_request_id", std::to_string(id)}});
+    case LeaseRelease::kExpired:
+      return error_response(lease_expired(fmt::format("the lease on request {} expired before it was released", id)));
+    case LeaseRelease::kUnknown:
+      break;
+  }
+  return error_response(lease_unknown(fmt::format("no lease is held for request {}", id)));
+}
+
+}  // namespace
+
+asio::awaitable<void> OpenAiServer::release_lease(http::Exchange& ex) {
+  std::optional<ApiError> error;
+  int64_t id = 0;
+  try {
+    const Json body = parse_json_body(ex.request().body());
+    const FieldReader f(body, "");
+    const std::string rid = f.required_string("remote_request_id");
+    size_t used = 0;
+    try {
+      id = std::stoll(rid, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != rid.size()) throw lease_unknown(fmt::format("no lease is named '{}'", rid));
+  } catch (const ApiError& e) {
+    error = e;
+  }
+  if (error) {
+    co_await ex.respond(error_response(*error));
+    co_return;
+  }
+  auto box = std::make_shared<http::Mailbox<LeaseRelease>>(co_await asio::this_coro::executor);
+  engine_.release_lease(id, [box](LeaseRelease r) { box->push(r); });
+  std::vector<LeaseRelease> got;
+  while (got.empty()) got = co_await box->receive();
+  co_await ex.respond(lease_answer(got.front(), id));
 }
 
 http::Response OpenAiServer::metrics() const {
   http::Response res{http::Status::ok, 11};
   res.set(http::Field::content_type, "text/plain; version=0.0.4");
   res.body() = prometheus_text(engine_.metrics(), config_.served_model_name);
+  if (agent_) {
+    PrometheusText pd(config_.served_model_name);
+    agent_->write_metrics(pd);
+    res.body() += pd.take();
+  }
   return res;
 }
 

@@ -8,6 +8,7 @@
 // connection's executor; it never waits on a socket.
 #include <string>
 
+#include "disagg/kv_agent.h"
 #include "engine/async_engine.h"
 #include "http/router.h"
 #include "server/prompts.h"
@@ -23,12 +24,15 @@ struct ApiConfig {
   std::string model_path;         // reported as the model's "root"
   std::string api_key;            // empty: no key needed
   std::string chat_template;      // Jinja source replacing the model's own; empty: the model's
+  disagg::Role role = disagg::Role::kBoth;
+  std::string engine_id;          // in /health and /v1/models
 };
 
 class OpenAiServer {
  public:
-  // The engine must outlive the server and every request it is serving.
-  OpenAiServer(AsyncEngine& engine, ApiConfig config);
+  // The engine (and the agent, when given) must outlive the server and every request it is
+  // serving. Without an agent the instance takes no part in prefill/decode hand-offs.
+  OpenAiServer(AsyncEngine& engine, ApiConfig config, disagg::KvAgent* agent = nullptr);
 
   http::Router router();
   // The server's error shape for the errors the HTTP layer answers itself.
@@ -36,6 +40,16 @@ class OpenAiServer {
 
  private:
   asio::awaitable<void> generate(http::Exchange& ex, Api api);
+  // The decode leg of a hand-off: reserve blocks, pull the prompt's KV from the prefill
+  // instance (or recompute, as --kv-load-failure-policy says), then answer the rest.
+  asio::awaitable<void> generate_decode_leg(http::Exchange& ex, std::vector<int32_t> prompt, GenerationFields gen, ResponseMeta meta);
+  // The prefill/decode checks of a parsed request against this instance's role; throws
+  // ApiError.
+  void check_role(const GenerationFields& gen) const;
+  // POST /internal/kv/release {"remote_request_id"}: 200, or 410 / 404 (api_error.h).
+  asio::awaitable<void> release_lease(http::Exchange& ex);
+  http::Response health() const;
+  http::Response kv_info() const;
   // The routes that answer at once, without the engine's outputs.
   http::Response models(const http::Request& req) const;
   http::Response metrics() const;
@@ -49,6 +63,7 @@ class OpenAiServer {
 
   AsyncEngine& engine_;
   ApiConfig config_;
+  disagg::KvAgent* agent_;
   Prompter prompter_;
   int64_t created_;
 };

@@ -24,6 +24,7 @@ struct RawGeneration {
   const Json* logit_bias = nullptr;
   const Json* response_format = nullptr;
   const Json* stream_options = nullptr;
+  const Json* kv_transfer_params = nullptr;
   std::optional<std::string> suffix;
 };
 
@@ -49,6 +50,7 @@ void read_common(const FieldReader& f, RawGeneration& r) {
   r.logit_bias = f.object("logit_bias");
   r.response_format = f.object("response_format");
   r.stream_options = f.object("stream_options");
+  r.kv_transfer_params = f.object("kv_transfer_params");
   if (r.stream_options) r.include_usage = FieldReader(*r.stream_options, "stream_options").boolean("include_usage");
 }
 
@@ -187,6 +189,14 @@ GenerationFields finish_common(const RawGeneration& r, bool chat) {
     throw invalid_value("stream_options", "\"stream_options\" is only allowed when \"stream\" is true");
   }
   g.include_usage = r.include_usage.value_or(false);
+  if (r.kv_transfer_params) {
+    try {
+      g.kv_transfer = disagg::parse_kv_transfer_params(*r.kv_transfer_params);
+    } catch (const Error& e) {
+      throw invalid_value("kv_transfer_params", e.what());
+    }
+    if (g.n != 1) throw unsupported("n", "\"n\" must be 1 with kv_transfer_params: a hand-off carries one sequence");
+  }
   return g;
 }
 

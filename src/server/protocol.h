@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "disagg/handoff.h"
 #include "engine/engine_core.h"
 #include "engine/request.h"
 #include "server/json_fields.h"
@@ -24,6 +25,8 @@ struct GenerationFields {
   bool include_usage = false;         // stream_options.include_usage
   int32_t n = 1;                      // choices: n engine requests on the same prompt
   bool echo = false;                  // completions: the prompt comes back before the text
+  // Prefill/decode: "kv_transfer_params" (disagg/handoff.h); none when absent or null.
+  std::optional<disagg::KvTransferRequest> kv_transfer;
 };
 
 // The most choices one request may ask for.

@@ -127,7 +127,7 @@ Json StreamEncoder::chunk(Json choice) const {
 }
 
 std::vector<std::string> StreamEncoder::start() {
-  if (meta_.api != Api::kChat) return {};
+  if (meta_.api != Api::kChat || meta_.continuation) return {};
   std::vector<std::string> events;
   for (int32_t i = 0; i < meta_.choices; ++i) {
     events.push_back(dump(chunk({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}})));
@@ -170,7 +170,9 @@ std::vector<std::string> StreamEncoder::encode(int32_t index, const RequestOutpu
   last["logprobs"] = nullptr;
   last["finish_reason"] = finish_kind_name(out.finish);
   last["stop_reason"] = stop_reason(out.stop_string, out.stop_token);
-  events.push_back(dump(chunk(std::move(last))));
+  Json finish_chunk = chunk(std::move(last));
+  if (meta_.kv_transfer) finish_chunk["kv_transfer_params"] = meta_.kv_transfer(out);
+  events.push_back(dump(finish_chunk));
   if (--open_ > 0) return events;
   if (meta_.include_usage) {
     Json u = chunk(Json());
@@ -197,6 +199,7 @@ void ResponseCollector::add(int32_t index, const RequestOutput& out) {
   c.kind = out.finish;
   c.stop_string = out.stop_string;
   c.stop_token = out.stop_token;
+  if (meta_.kv_transfer) c.kv_transfer = meta_.kv_transfer(out);
   if (c.kind == FinishKind::kError) error_ = out.error.empty() ? "the engine failed the request" : out.error;
 }
 
@@ -221,6 +224,7 @@ std::string ResponseCollector::body() const {
          {"model", meta_.model},
          {"choices", std::move(choices)},
          {"usage", usage_.json()}};
+  if (meta_.kv_transfer) j["kv_transfer_params"] = choices_[0].kv_transfer;
   return dump(j);
 }
 

@@ -11,6 +11,7 @@
 // Usage over n choices: the prompt counts once (as OpenAI bills it), completion tokens are
 // summed; cached prompt tokens are those of choice 0.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct ResponseMeta {
   std::string echo_text;
   std::vector<int32_t> echo_tokens;
   bool echo() const { return !echo_tokens.empty(); }
+  // A decode instance's continuation of a prefill instance's answer: no role chunk.
+  bool continuation = false;
+  // A prefill instance's answer: its value of "kv_transfer_params" for the final output
+  // (top level of the body, or of the stream's finish chunk). Unset: no such field.
+  std::function<Json(const RequestOutput&)> kv_transfer;
 };
 
 // A 200 response with a JSON body.
@@ -123,6 +129,7 @@ class ResponseCollector {
     FinishKind kind = FinishKind::kNone;
     std::string stop_string;
     int32_t stop_token = -1;
+    Json kv_transfer;  // with meta.kv_transfer, from the final output
   };
 
   ResponseMeta meta_;

@@ -6,14 +6,14 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "fake_openai_server.h"
+#include "support/fake_openai_server.h"
 #include "http/http_client.h"
 
 namespace moe::http {
 namespace {
 
 namespace asio = boost::asio;
-using testing::FakeOpenAiServer;
+using moe::testing::FakeOpenAiServer;
 
 struct Seen {
   std::string data;

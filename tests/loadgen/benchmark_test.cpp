@@ -5,14 +5,14 @@
 #include <optional>
 #include <thread>
 
-#include "fake_openai_server.h"
+#include "support/fake_openai_server.h"
 #include "loadgen/benchmark.h"
 
 namespace moe::loadgen {
 namespace {
 
 namespace asio = boost::asio;
-using testing::FakeOpenAiServer;
+using moe::testing::FakeOpenAiServer;
 
 std::vector<SampleRequest> prompts(size_t n, bool ids, int64_t output_len) {
   RandomDatasetOptions o;

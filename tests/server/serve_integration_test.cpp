@@ -23,9 +23,12 @@
 #include <vector>
 
 #include "support/run_cli.h"
+#include "support/serve_process.h"
 
 namespace moe {
 namespace {
+
+using testing::ServeProcess;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -56,84 +59,6 @@ std::string client_missing() {
   if (std::system("node --version > /dev/null 2>&1") != 0) return "node is not on PATH: run scripts/setup.sh";
   return "";
 }
-
-// One `moengine serve` child process: stdout is read for the ready line, stderr goes to a log.
-class ServeProcess {
- public:
-  ServeProcess(const std::vector<std::string>& args, const std::string& name) : log_(tmp() + "/" + name + ".log") {
-    int out[2];
-    if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      const int err = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(err, 2);
-      ::close(out[0]);
-      std::vector<std::string> all{bin(), "serve"};
-      all.insert(all.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (std::string& a : all) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    out_ = out[0];
-  }
-  ~ServeProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-
-  // The first stdout line ("serving NAME on http://HOST:PORT"), or "" if none came in time.
-  std::string ready_line(std::chrono::seconds limit = 60s) {
-    const auto end = Clock::now() + limit;
-    while (stdout_.find('\n') == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
-      pollfd p{out_, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) return "";
-      char buf[512];
-      const ssize_t n = ::read(out_, buf, sizeof buf);
-      if (n <= 0) return "";
-      stdout_.append(buf, size_t(n));
-    }
-    return stdout_.substr(0, stdout_.find('\n'));
-  }
-  std::string url() {
-    const std::string line = ready_line();
-    const size_t at = line.find("http://");
-    return at == std::string::npos ? "" : line.substr(at);
-  }
-  int port() {
-    const std::string u = url();
-    return u.empty() ? -1 : std::stoi(u.substr(u.rfind(':') + 1));
-  }
-
-  // SIGTERM, then the exit status (-1 if it did not exit within `limit`).
-  int stop(std::chrono::seconds limit = 15s) {
-    ::kill(pid_, SIGTERM);
-    const auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return -1;
-  }
-  std::string log() const { return slurp(log_); }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string log_;
-  std::string stdout_;
-};
 
 class Serve : public ::testing::Test {
  protected:
@@ -169,23 +94,23 @@ class Serve : public ::testing::Test {
 std::string Serve::model_;
 
 TEST_F(Serve, OpenAiClientChatCompletionsStreamingErrorsAndDisconnects) {
-  ServeProcess server(base_args({"--max-model-len", "1024", "--max-body-bytes", "65536"}), "main");
+  ServeProcess server(base_args({"--max-model-len", "1024", "--max-body-bytes", "65536"}), tmp() + "/main.log");
   EXPECT_EQ(server.ready_line().rfind("serving tiny on http://127.0.0.1:", 0), 0u) << server.log();
   run_client(server, "main");
 }
 
 TEST_F(Serve, QueueFullIs429WithRetryAfter) {
-  ServeProcess server(base_args({"--max-num-seqs", "1", "--max-waiting", "1"}), "queue");
+  ServeProcess server(base_args({"--max-num-seqs", "1", "--max-waiting", "1"}), tmp() + "/queue.log");
   run_client(server, "queue");
 }
 
 TEST_F(Serve, ApiKeyIsRequiredOnV1Routes) {
-  ServeProcess server(base_args({"--api-key", "s3cret"}), "auth");
+  ServeProcess server(base_args({"--api-key", "s3cret"}), tmp() + "/auth.log");
   run_client(server, "auth", "s3cret");
 }
 
 TEST_F(Serve, SigtermMidStreamShutsDownCleanly) {
-  ServeProcess server(base_args({}), "sigterm");
+  ServeProcess server(base_args({}), tmp() + "/sigterm.log");
   const int port = server.port();
   ASSERT_GT(port, 0) << server.log();
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -255,7 +180,7 @@ TEST_F(Serve, BadFlagsAreClearErrors) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 
-  ServeProcess first(base_args({}), "first");
+  ServeProcess first(base_args({}), tmp() + "/first.log");
   const int port = first.port();
   ASSERT_GT(port, 0) << first.log();
   r = run_cli("serve --model " + model_ + " --kv-cache-memory 0.05 --port " + std::to_string(port));

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-namespace moe::loadgen::testing {
+namespace moe::testing {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -145,4 +145,4 @@ class FakeOpenAiServer {
   std::atomic<bool> drop_{false};
 };
 
-}  // namespace moe::loadgen::testing
+}  // namespace moe::testing

@@ -1,0 +1,18 @@
+#pragma once
+// A short hash that tells two instances whether they run the same model, checked before
+// one reads the other's KV: KV made by other weights would decode into plausible garbage.
+#include <string>
+
+namespace moe {
+class GgufFile;
+}
+
+namespace moe::disagg {
+
+// 16 hex digits: XXH3-64 over every tensor's name, type and shape and over sampled bytes
+// of its data (the first and the last row, up to 4 KiB each), so it costs milliseconds
+// even for a model of hundreds of GB while any re-quantization, resize or reseed of the
+// weights changes it. Metadata (names, chat template) does not count.
+std::string model_fingerprint(const GgufFile& file);
+
+}  // namespace moe::disagg

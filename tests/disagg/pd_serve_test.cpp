@@ -1,0 +1,263 @@
+// Prefill and decode instances as real `moengine serve` processes, driven through the
+// hand-off protocol the proxy speaks (docs/disaggregation.md): the joined answer equals a
+// unified instance's, and each failure (an expired lease, a prefill instance that died,
+// another model on the other side, a request at the wrong role, a client that leaves)
+// ends with a clear answer and both block pools empty.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "support/http_calls.h"
+#include "support/run_cli.h"
+#include "support/serve_process.h"
+
+namespace moe {
+namespace {
+
+using nlohmann::json;
+using testing::metric;
+using testing::Reply;
+using testing::ServeProcess;
+using namespace std::chrono_literals;
+
+std::string dir() { return testing::test_dir("pd_serve"); }
+
+std::string model(uint64_t seed) {
+  const std::string path = dir() + "/tiny-" + std::to_string(seed) + ".gguf";
+  if (!std::filesystem::exists(path)) {
+    const testing::CliResult r =
+        testing::run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --seed " + std::to_string(seed) + " --out " + path);
+    if (r.status != 0) throw std::runtime_error(r.out);
+  }
+  return path;
+}
+
+// A serve process with the tiny model and a small KV cache; extra flags after.
+std::unique_ptr<ServeProcess> serve(const std::string& name, std::vector<std::string> extra, uint64_t seed = 42) {
+  std::vector<std::string> args{"--model", model(seed), "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.05",
+                                "--chat-template", std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto p = std::make_unique<ServeProcess>(args, dir() + "/" + name + ".log");
+  if (p->url().empty()) throw std::runtime_error(name + " never became ready:\n" + p->log());
+  return p;
+}
+
+json completion(const std::string& prompt, int max_tokens) {
+  return {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+// A prompt of about n_words words: many KV blocks for large n.
+std::string long_prompt(int n_words, int salt) {
+  std::string s;
+  for (int i = 0; i < n_words; ++i) s += "w" + std::to_string((i * 7919 + salt) % 97) + " ";
+  return s;
+}
+
+struct Legs {
+  Reply prefill, decode;  // decode.status 0: no decode leg (nothing was handed off)
+};
+
+// What the proxy does: the request to P with do_remote_decode, then P's kv_transfer_params
+// to D.
+Legs hand_off(ServeProcess& p, ServeProcess& d, const std::string& path, json body) {
+  Legs legs;
+  json to_p = body;
+  to_p["kv_transfer_params"] = {{"do_remote_decode", true}};
+  legs.prefill = testing::post_json(p.url(), path, to_p);
+  if (legs.prefill.status != 200) return legs;
+  const json params = legs.prefill.json()["kv_transfer_params"];
+  if (params.is_null()) return legs;
+  body["kv_transfer_params"] = params;
+  legs.decode = testing::post_json(d.url(), path, body);
+  return legs;
+}
+
+std::string text_of(const json& r) {
+  const json& c = r["choices"][0];
+  return c.contains("message") ? c["message"]["content"].get<std::string>() : c["text"].get<std::string>();
+}
+
+// Both pools empty and no lease left, within a few seconds (releases are asynchronous).
+void expect_pools_empty(ServeProcess& s, const std::string& who) {
+  std::string page;
+  for (int i = 0; i < 100; ++i) {
+    page = testing::get(s.url(), "/metrics").body;
+    if (metric(page, "num_kv_blocks_used") == 0 && metric(page, "kv_leases_active") == 0) return;
+    std::this_thread::sleep_for(50ms);
+  }
+  ADD_FAILURE() << who << " still holds blocks: used " << metric(page, "num_kv_blocks_used") << ", leases "
+                << metric(page, "kv_leases_active");
+}
+
+class PdServe : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PdServe, HandOffGivesTheUnifiedAnswer) {
+  const std::string kv = GetParam();
+  auto u = serve("unified-" + kv, {});
+  auto p = serve("prefill-" + kv, {"--role", "prefill", "--kv-transport", kv});
+  auto d = serve("decode-" + kv, {"--role", "decode", "--kv-transport", kv});
+  const std::vector<json> bodies{
+      completion("The experts of the mixture", 12), completion(long_prompt(300, 1), 10),
+      completion(long_prompt(300, 1) + " and a tail", 10),  // a prefix-cache hit on P and on D
+      json{{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Route this token"}}}}, {"max_tokens", 9}, {"temperature", 0}},
+      json{{"model", "tiny"}, {"prompt", "Seeded draw"}, {"max_tokens", 14}, {"temperature", 0.8}, {"seed", 7}, {"logprobs", 2}}};
+  int handed = 0;
+  for (const json& body : bodies) {
+    const std::string path = body.contains("messages") ? "/v1/chat/completions" : "/v1/completions";
+    const Reply want = testing::post_json(u->url(), path, body);
+    ASSERT_EQ(want.status, 200) << want.body;
+    const Legs got = hand_off(*p, *d, path, body);
+    ASSERT_EQ(got.prefill.status, 200) << got.prefill.body;
+    ASSERT_EQ(got.decode.status, 200) << got.decode.body << "\n" << d->log();
+    ++handed;
+    const json w = want.json(), pj = got.prefill.json(), dj = got.decode.json();
+    EXPECT_EQ(text_of(pj) + text_of(dj), text_of(w)) << body.dump();
+    EXPECT_EQ(dj["usage"]["prompt_tokens"], w["usage"]["prompt_tokens"]);
+    EXPECT_EQ(dj["usage"]["completion_tokens"], w["usage"]["completion_tokens"]);
+    EXPECT_EQ(dj["choices"][0]["finish_reason"], w["choices"][0]["finish_reason"]);
+    EXPECT_EQ(pj["kv_transfer_params"]["remote_engine_id"], testing::get(p->url(), "/health").json()["engine_id"]);
+  }
+  const std::string dm = testing::get(d->url(), "/metrics").body;
+  EXPECT_EQ(metric(dm, "kv_remote_loads_total", "result=\"loaded\""), handed);
+  EXPECT_GT(metric(dm, "kv_transfer_bytes_total"), 0);
+  // The third prompt shares its first blocks with the second: D did not pull them again.
+  EXPECT_GT(metric(dm, "prefix_cache_hits_total"), 0);
+  EXPECT_GT(metric(testing::get(p->url(), "/metrics").body, "prefix_cache_hits_total"), 0);
+  expect_pools_empty(*p, "prefill");
+  expect_pools_empty(*d, "decode");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PdServe, ::testing::Values("tcp", "ucx"));
+
+TEST(PdServeRoles, EachRoleRefusesWhatItDoesNotTake) {
+  auto p = serve("roles-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
+  auto d = serve("roles-decode", {"--role", "decode", "--kv-transport", "tcp"});
+  auto u = serve("roles-unified", {});
+  const json plain = completion("hello", 4);
+  for (ServeProcess* s : {p.get(), d.get()}) {
+    const Reply r = testing::post_json(s->url(), "/v1/completions", plain);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(r.json()["error"]["code"], "wrong_role") << r.body;
+  }
+  json to_p = plain;
+  to_p["kv_transfer_params"] = {{"do_remote_decode", true}};
+  const Reply r = testing::post_json(u->url(), "/v1/completions", to_p);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["code"], "wrong_role");
+  // A decode leg that is not one: the params are checked field by field.
+  json bad = plain;
+  bad["kv_transfer_params"] = {{"do_remote_prefill", true}, {"remote_engine_id", "x"}};
+  const Reply b = testing::post_json(d->url(), "/v1/completions", bad);
+  EXPECT_EQ(b.status, 400) << b.body;
+  EXPECT_NE(b.body.find("kv_transfer_params.remote_host"), std::string::npos) << b.body;
+  // max_tokens 1: the first token is the whole answer, nothing to hand off.
+  const Reply one = testing::post_json(p->url(), "/v1/completions", [&] {
+    json j = completion("hello", 1);
+    j["kv_transfer_params"] = {{"do_remote_decode", true}};
+    return j;
+  }());
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_TRUE(one.json()["kv_transfer_params"].is_null());
+  expect_pools_empty(*p, "prefill");
+}
+
+TEST(PdServeFailures, AnExpiredLeaseFailsOrIsRecomputed) {
+  auto u = serve("lease-unified", {});
+  auto p = serve("lease-prefill", {"--role", "prefill", "--kv-transport", "tcp", "--kv-lease-ms", "200"});
+  auto d_fail = serve("lease-decode-fail", {"--role", "decode", "--kv-transport", "tcp", "--kv-load-failure-policy", "fail"});
+  auto d_rec = serve("lease-decode-recompute", {"--role", "decode", "--kv-transport", "tcp"});
+  const json body = completion(long_prompt(80, 3), 8);
+  json to_p = body;
+  to_p["kv_transfer_params"] = {{"do_remote_decode", true}};
+  for (ServeProcess* d : {d_fail.get(), d_rec.get()}) {
+    const Reply pr = testing::post_json(p->url(), "/v1/completions", to_p);
+    ASSERT_EQ(pr.status, 200) << pr.body;
+    std::this_thread::sleep_for(400ms);
+    json to_d = body;
+    to_d["kv_transfer_params"] = pr.json()["kv_transfer_params"];
+    const Reply dr = testing::post_json(d->url(), "/v1/completions", to_d);
+    if (d == d_fail.get()) {
+      EXPECT_EQ(dr.status, 502) << dr.body;
+      EXPECT_NE(dr.body.find("expired"), std::string::npos) << dr.body;
+      EXPECT_EQ(dr.json()["error"]["code"], "kv_transfer_failed");
+    } else {
+      ASSERT_EQ(dr.status, 200) << dr.body;
+      EXPECT_EQ(text_of(pr.json()) + text_of(dr.json()), text_of(testing::post_json(u->url(), "/v1/completions", body).json()));
+      EXPECT_EQ(metric(testing::get(d->url(), "/metrics").body, "kv_remote_loads_total", "result=\"recomputed\""), 1);
+    }
+    EXPECT_EQ(metric(testing::get(d->url(), "/metrics").body, "kv_transfer_failures_total", "reason=\"lease_expired\""), 1);
+    expect_pools_empty(*d, "decode");
+  }
+  EXPECT_EQ(metric(testing::get(p->url(), "/metrics").body, "kv_leases_expired_total"), 2);
+  expect_pools_empty(*p, "prefill");
+}
+
+TEST(PdServeFailures, APrefillInstanceThatDiedIsRecomputedOrReported) {
+  auto u = serve("dead-unified", {});
+  auto d_fail = serve("dead-decode-fail", {"--role", "decode", "--kv-transport", "tcp", "--kv-load-failure-policy", "fail"});
+  auto d_rec = serve("dead-decode-recompute", {"--role", "decode", "--kv-transport", "tcp"});
+  const json body = completion(long_prompt(60, 5), 8);
+  for (ServeProcess* d : {d_fail.get(), d_rec.get()}) {
+    auto p = serve("dead-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
+    json to_p = body;
+    to_p["kv_transfer_params"] = {{"do_remote_decode", true}};
+    const Reply pr = testing::post_json(p->url(), "/v1/completions", to_p);
+    ASSERT_EQ(pr.status, 200) << pr.body;
+    p.reset();  // SIGKILL: the blocks and the KV endpoint are gone
+    json to_d = body;
+    to_d["kv_transfer_params"] = pr.json()["kv_transfer_params"];
+    const Reply dr = testing::post_json(d->url(), "/v1/completions", to_d);
+    if (d == d_fail.get()) {
+      EXPECT_EQ(dr.status, 502) << dr.body;
+      EXPECT_NE(dr.body.find("unreachable"), std::string::npos) << dr.body;
+    } else {
+      ASSERT_EQ(dr.status, 200) << dr.body;
+      EXPECT_EQ(text_of(pr.json()) + text_of(dr.json()), text_of(testing::post_json(u->url(), "/v1/completions", body).json()));
+    }
+    expect_pools_empty(*d, "decode");
+  }
+}
+
+TEST(PdServeFailures, AnotherModelOnTheOtherSideIsRefusedAtFirstContact) {
+  auto p = serve("model-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
+  auto d = serve("model-decode", {"--role", "decode", "--kv-transport", "tcp"}, 43);
+  const Legs legs = hand_off(*p, *d, "/v1/completions", completion("same words, other weights", 6));
+  ASSERT_EQ(legs.prefill.status, 200) << legs.prefill.body;
+  EXPECT_EQ(legs.decode.status, 502) << legs.decode.body;
+  EXPECT_NE(legs.decode.body.find("another model"), std::string::npos) << legs.decode.body;
+  EXPECT_EQ(metric(testing::get(d->url(), "/metrics").body, "kv_transfer_failures_total", "reason=\"mismatch\""), 1);
+  expect_pools_empty(*p, "prefill");
+  expect_pools_empty(*d, "decode");
+}
+
+TEST(PdServeFailures, AClientThatLeavesDuringDecodeFreesBothPools) {
+  auto p = serve("leave-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
+  auto d = serve("leave-decode", {"--role", "decode", "--kv-transport", "tcp"});
+  json body = completion(long_prompt(100, 9), 3000);
+  body["ignore_eos"] = true;
+  json to_p = body;
+  to_p["kv_transfer_params"] = {{"do_remote_decode", true}};
+  const Reply pr = testing::post_json(p->url(), "/v1/completions", to_p);
+  ASSERT_EQ(pr.status, 200) << pr.body;
+  body["kv_transfer_params"] = pr.json()["kv_transfer_params"];
+  body["stream"] = true;
+  // The client reads two events, then hangs up.
+  boost::asio::io_context io;
+  http::HttpClient client(io.get_executor(), http::parse_url(d->url()), http::HttpClientOptions{10s});
+  int events = 0;
+  http::HttpRequest req;
+  req.target = "/v1/completions";
+  req.body = body.dump();
+  boost::asio::co_spawn(io, client.stream(std::move(req), [&](const http::SseEvent&, http::Clock::time_point) { return ++events < 2; }),
+                        [](std::exception_ptr, http::HttpResponse) {});
+  io.run();
+  EXPECT_EQ(events, 2);
+  expect_pools_empty(*d, "decode");
+  expect_pools_empty(*p, "prefill");
+  EXPECT_EQ(metric(testing::get(d->url(), "/metrics").body, "request_success_total", "finished_reason=\"abort\""), 1);
+}
+
+}  // namespace
+}  // namespace moe

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   curl                                # the demo's API requests
+  iproute2                            # network namespaces for the two-host P/D test
   clang libclang-rt-14-dev            # libFuzzer targets
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev

@@ -1,0 +1,36 @@
+#pragma once
+// `moengine bench kv-transfer`: read bandwidth of the KV transports against memcpy in the
+// same run, one process playing both sides (one transport serving a source region, another
+// reading into a destination region), for transfers from 64 KiB to 64 MiB: one contiguous
+// read, and the same bytes as scattered KV-block-sized reads (every other block), which is
+// what a hand-off of a prompt whose blocks are not adjacent looks like.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "disagg/transport.h"
+
+namespace moe::disagg {
+
+struct TransferBenchOptions {
+  std::vector<uint64_t> sizes{64ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20, 64ull << 20};
+  std::vector<TransportKind> transports{TransportKind::kUcx, TransportKind::kTcp};
+  uint64_t block_bytes = 36ull << 10;  // 16 positions of DeepSeek's 576-float MLA rows
+  double min_seconds = 0.3;            // per measurement
+  int min_reps = 3;
+};
+
+struct TransferBenchRow {
+  uint64_t bytes = 0;
+  std::string method;  // "memcpy", "ucx", "tcp", "ucx blocks", "tcp blocks"
+  double gbps = 0.0;   // 1e9 bytes per second
+  double seconds_per_transfer = 0.0;
+  int reps = 0;
+};
+
+// Progress goes to `progress` (one call per measurement, with its name).
+std::vector<TransferBenchRow> run_transfer_bench(const TransferBenchOptions& options,
+                                                 const std::function<void(const std::string&)>& progress);
+
+}  // namespace moe::disagg

@@ -5,9 +5,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 
 #include <array>
 #include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -64,6 +67,21 @@ void set_connection_manager_defaults() {
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     setenv("UCX_TCP_CM_SYN_CNT", "1", 0);
   });
+}
+
+// UCX logs to stdout by default, where `moengine serve` prints its ready line for the
+// scripts and tests that start it: send UCX's messages to stderr, marked as UCX's.
+ucs_log_func_rc_t log_to_stderr(const char* file, unsigned line, const char*, ucs_log_level_t level,
+                                const ucs_log_component_config_t*, const char* message, va_list ap) {
+  char text[1024];
+  std::vsnprintf(text, sizeof text, message, ap);
+  std::fprintf(stderr, "ucx %s: %s (%s:%u)\n", ucs_log_level_names[level], text, file, line);
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+void log_ucx_to_stderr() {
+  static std::once_flag once;
+  std::call_once(once, [] { ucs_log_push_handler(log_to_stderr); });
 }
 
 constexpr char kBase64Chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -241,6 +259,7 @@ class UcxTransport final : public Transport {
  public:
   UcxTransport(const TransportConfig& config, MemoryRegion region) : config_(config), region_(region) {
     set_connection_manager_defaults();
+    log_ucx_to_stderr();
     std::promise<std::string> started;
     std::future<std::string> result = started.get_future();
     thread_ = std::thread([this, &started] { run(started); });

@@ -54,12 +54,14 @@ void AsyncEngine::kv_loaded(int64_t id, bool ok) {
   wake_.notify_one();
 }
 
-void AsyncEngine::release_lease(int64_t id, std::function<void(LeaseRelease)> done) {
+LeaseRelease AsyncEngine::release_lease(int64_t id) {
+  const LeaseRelease r = core_->leases().release(id, Clock::now());
   {
     std::lock_guard lk(mu_);
-    releases_.push_back(Release{id, std::move(done)});
+    lease_ended_ = true;
   }
   wake_.notify_one();
+  return r;
 }
 
 void AsyncEngine::cancel(int64_t id) {
@@ -79,7 +81,6 @@ void AsyncEngine::loop() {
   std::deque<Submission> subs;
   std::vector<int64_t> cancels;
   std::vector<std::pair<int64_t, bool>> loaded;
-  std::vector<Release> releases;
   // The last step found nothing to do: only an event from outside (or a lease running
   // out) can change that, so wait for one instead of spinning.
   bool stalled = false;
@@ -87,7 +88,7 @@ void AsyncEngine::loop() {
     {
       std::unique_lock lk(mu_);
       const auto ready = [&] {
-        return stopping_ || !inbox_.empty() || !cancels_.empty() || !loaded_.empty() || !releases_.empty() ||
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !loaded_.empty() || lease_ended_ ||
                (core_->has_work() && !stalled);
       };
       const std::optional<Clock::time_point> expiry = core_->next_lease_expiry();
@@ -100,7 +101,7 @@ void AsyncEngine::loop() {
       subs.swap(inbox_);
       cancels.swap(cancels_);
       loaded.swap(loaded_);
-      releases.swap(releases_);
+      lease_ended_ = false;
       // They wait in the core until this turn's step admits them.
       core_waiting_ += subs.size();
     }
@@ -121,9 +122,7 @@ void AsyncEngine::loop() {
     cancels.clear();
     for (const auto& [id, ok] : loaded) core_->kv_loaded(id, ok);
     loaded.clear();
-    for (Release& r : releases) r.done(core_->release_lease(r.id));
-    releases.clear();
-    core_->expire_leases(Clock::now());
+    core_->end_leases(Clock::now());
     stalled = !core_->step();
     std::lock_guard lk(mu_);
     snapshot_ = core_->metrics();
@@ -133,8 +132,6 @@ void AsyncEngine::loop() {
   std::lock_guard lk(mu_);
   for (Submission& s : inbox_) end_unstarted(s, FinishKind::kAbort, "");
   inbox_.clear();
-  for (Release& r : releases_) r.done(core_->release_lease(r.id));
-  releases_.clear();
 }
 
 void AsyncEngine::end_unstarted(Submission& s, FinishKind kind, const std::string& error) {

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,9 +43,9 @@ class AsyncEngine {
   // Thread-safe. The blocks of a submit_remote request are filled (ok), or could not be:
   // then it recomputes its prompt. Call it only once no more bytes will land in them.
   void kv_loaded(int64_t id, bool ok);
-  // Thread-safe. Frees a hand-off's blocks; `done` hears the outcome on the engine thread
-  // (it must be quick and must not call into the engine).
-  void release_lease(int64_t id, std::function<void(LeaseRelease)> done);
+  // Thread-safe, answered at once (the engine thread may be in a long step): the lease ends
+  // now and its blocks are freed at the engine's next turn.
+  LeaseRelease release_lease(int64_t id);
 
   // The KV pool's memory: for registering with a transport. Its blocks are written by the
   // engine thread only; a leased block is not written until its lease ends.
@@ -73,11 +72,6 @@ class AsyncEngine {
     Clock::time_point arrival;
     int32_t remote_first_token = -1;  // >= 0: submit_remote
   };
-  struct Release {
-    int64_t id;
-    std::function<void(LeaseRelease)> done;
-  };
-
   std::optional<int64_t> enqueue(Submission s);
 
   void loop();
@@ -96,7 +90,7 @@ class AsyncEngine {
   std::deque<Submission> inbox_;
   std::vector<int64_t> cancels_;
   std::vector<std::pair<int64_t, bool>> loaded_;
-  std::vector<Release> releases_;
+  bool lease_ended_ = false;  // a release is waiting for the engine to free its blocks
   bool stopping_ = false;
   int64_t next_id_ = 1;
   size_t core_waiting_ = 0;  // the core's waiting queue, as of the last turn

@@ -18,20 +18,6 @@ const char* finish_kind_name(FinishKind k) {
   return "";
 }
 
-const char* lease_release_name(LeaseRelease r) {
-  switch (r) {
-    case LeaseRelease::kReleased: return "released";
-    case LeaseRelease::kExpired: return "expired";
-    case LeaseRelease::kUnknown: break;
-  }
-  return "unknown";
-}
-
-namespace {
-// Expired lease ids remembered for late releases; older ones are answered "unknown".
-constexpr size_t kExpiredLeasesKept = 4096;
-}  // namespace
-
 int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size) {
   if (!(gib > 0.0)) fail("KV cache memory must be > 0 GiB, got {}", gib);
   if (block_size < 1) fail("block size must be >= 1, got {}", block_size);
@@ -198,46 +184,14 @@ void EngineCore::kv_loaded(int64_t id, bool ok) {
 }
 
 LeaseRelease EngineCore::release_lease(int64_t id) {
-  const auto it = leases_.find(id);
-  if (it == leases_.end()) {
-    const bool expired = std::find(expired_.begin(), expired_.end(), id) != expired_.end();
-    return expired ? LeaseRelease::kExpired : LeaseRelease::kUnknown;
-  }
-  // Past its time but not swept yet: the blocks were never reused, yet the answer must not
-  // depend on when the sweep ran.
-  const bool late = it->second <= Clock::now();
-  leases_.erase(it);
-  blocks_.free(id);
-  ++metrics_.kv_leases_released_total;
-  refresh_gauges();
-  if (late) {
-    ++metrics_.kv_leases_expired_total;
-    return LeaseRelease::kExpired;
-  }
-  return LeaseRelease::kReleased;
+  const LeaseRelease r = leases_.release(id, Clock::now());
+  end_leases(Clock::now());
+  return r;
 }
 
-void EngineCore::expire_leases(Clock::time_point now) {
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second > now) {
-      ++it;
-      continue;
-    }
-    blocks_.free(it->first);
-    expired_.push_back(it->first);
-    if (expired_.size() > kExpiredLeasesKept) expired_.pop_front();
-    ++metrics_.kv_leases_expired_total;
-    it = leases_.erase(it);
-  }
+void EngineCore::end_leases(Clock::time_point now) {
+  for (int64_t id : leases_.take_ended(now)) blocks_.free(id);
   refresh_gauges();
-}
-
-std::optional<Clock::time_point> EngineCore::next_lease_expiry() const {
-  std::optional<Clock::time_point> next;
-  for (const auto& [id, t] : leases_) {
-    if (!next || t < *next) next = t;
-  }
-  return next;
 }
 
 void EngineCore::abort(int64_t id) {
@@ -371,7 +325,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<int32_t>& s
 }
 
 void EngineCore::hand_off(int64_t id, Active& a, RequestOutput& out, Clock::time_point now) {
-  leases_.emplace(id, now + config_.kv_lease);
+  leases_.grant(id, now + config_.kv_lease);
   out.kv = KvBlocks{blocks_.table(id), a.n_prompt, 0};
   finish(id, a, out, FinishKind::kLength, now, /*flush=*/false);
 }
@@ -437,7 +391,9 @@ void EngineCore::refresh_gauges() {
   metrics_.num_requests_waiting = int64_t(scheduler_.n_waiting());
   metrics_.kv_cache_usage_perc = blocks_.usage();
   metrics_.kv_blocks_used = blocks_.n_used();
-  metrics_.kv_leases_active = int64_t(leases_.size());
+  metrics_.kv_leases_active = int64_t(leases_.n_held());
+  metrics_.kv_leases_released_total = leases_.n_released();
+  metrics_.kv_leases_expired_total = leases_.n_expired();
 }
 
 }  // namespace moe

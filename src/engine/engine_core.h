@@ -6,13 +6,13 @@
 // the engine thread, tests call step() directly to control exactly what is batched.
 #include <cstdint>
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/block_manager.h"
+#include "engine/lease_book.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -34,13 +34,6 @@ struct EngineConfig {
   std::chrono::milliseconds kv_lease{30000};
 };
 
-// What became of a lease when its decode instance asked to release it.
-enum class LeaseRelease {
-  kReleased,  // the blocks were held until now: whatever was read from them is good
-  kExpired,   // the lease ran out first: the blocks may have been reused meanwhile
-  kUnknown,   // no such lease (never granted, or released before)
-};
-const char* lease_release_name(LeaseRelease r);  // "released", "expired", "unknown"
 
 // KV blocks of block_size positions that fit in `gib` GiB for this model.
 int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size);
@@ -83,13 +76,15 @@ class EngineCore {
   // loaded: then the request recomputes its prompt itself. Unknown ids are ignored.
   void kv_loaded(int64_t id, bool ok);
 
-  // Frees a handed-off prompt's blocks (the lease named by the hand-off output's id).
+  // Releases a handed-off prompt's lease (named by the hand-off output's id) and frees its
+  // blocks now. Other threads release through leases() instead; end_leases frees theirs.
   LeaseRelease release_lease(int64_t id);
-  // Frees the blocks of every lease that has run out by `now`.
-  void expire_leases(Clock::time_point now);
-  // When the next lease runs out; nullopt with none held.
-  std::optional<Clock::time_point> next_lease_expiry() const;
-  size_t n_leases() const { return leases_.size(); }
+  // Frees the blocks of every lease released, or run out by `now`.
+  void end_leases(Clock::time_point now);
+  // Thread-safe.
+  LeaseBook& leases() { return leases_; }
+  std::optional<Clock::time_point> next_lease_expiry() const { return leases_.next_expiry(); }
+  size_t n_leases() const { return leases_.n_held(); }
 
   // Ends a waiting or running request now: its blocks are freed and its sink gets a final
   // output with FinishKind::kAbort. Unknown or finished ids are ignored.
@@ -141,9 +136,7 @@ class EngineCore {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<Active>> active_;
-  std::unordered_map<int64_t, Clock::time_point> leases_;  // request id -> expiry
-  // Leases that ran out recently, so that a late release hears "expired", not "unknown".
-  std::deque<int64_t> expired_;
+  LeaseBook leases_;
   std::vector<float> logits_;  // f32 [rows, n_vocab] of the current step
   EngineMetrics metrics_;
   uint64_t seen_prefix_queries_ = 0, seen_prefix_hits_ = 0;

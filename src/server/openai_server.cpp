@@ -1,7 +1,6 @@
 #include "server/openai_server.h"
 
 #include "engine/metrics.h"
-#include "http/mailbox.h"
 #include "server/json_fields.h"
 #include "server/api_error.h"
 #include "tokenizer/stream_decoder.h"
@@ -115,11 +114,7 @@ asio::awaitable<void> OpenAiServer::release_lease(http::Exchange& ex) {
     co_await ex.respond(error_response(*error));
     co_return;
   }
-  auto box = std::make_shared<http::Mailbox<LeaseRelease>>(co_await asio::this_coro::executor);
-  engine_.release_lease(id, [box](LeaseRelease r) { box->push(r); });
-  std::vector<LeaseRelease> got;
-  while (got.empty()) got = co_await box->receive();
-  co_await ex.respond(lease_answer(got.front(), id));
+  co_await ex.respond(lease_answer(engine_.release_lease(id), id));
 }
 
 http::Response OpenAiServer::metrics() const {

@@ -308,9 +308,9 @@ TEST(PdEngine, LeasesExpireAndALateReleaseHearsSo) {
   EXPECT_EQ(p.blocks().n_used(), 6);  // 3 blocks of 16 positions each
   ASSERT_TRUE(p.next_lease_expiry().has_value());
   EXPECT_LE(*p.next_lease_expiry(), Clock::now() + std::chrono::milliseconds(50));
-  p.expire_leases(*p.next_lease_expiry() - std::chrono::milliseconds(1));
+  p.end_leases(*p.next_lease_expiry() - std::chrono::milliseconds(1));
   EXPECT_EQ(p.n_leases(), 2u);
-  p.expire_leases(Clock::now() + std::chrono::milliseconds(100));
+  p.end_leases(Clock::now() + std::chrono::milliseconds(100));
   EXPECT_EQ(p.n_leases(), 0u);
   EXPECT_EQ(p.blocks().n_used(), 0);
   EXPECT_EQ(p.release_lease(1), LeaseRelease::kExpired);

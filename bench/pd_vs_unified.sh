@@ -106,7 +106,10 @@ bench pd "http://127.0.0.1:$PORT"
 p_ttft=$(hist_mean "http://127.0.0.1:$((PORT + 1))" time_to_first_token_seconds)
 transfer=$(hist_mean "http://127.0.0.1:$((PORT + 2))" kv_transfer_duration_seconds)
 proxy_ttft=$(hist_mean "http://127.0.0.1:$PORT" proxy_time_to_first_token_seconds)
-kv_bytes=$(curl -s "http://127.0.0.1:$((PORT + 2))/metrics" | awk '/^moengine:kv_transfer_bytes_total/ { print $NF }')
+d_metrics=$(curl -s "http://127.0.0.1:$((PORT + 2))/metrics")
+kv_bytes=$(awk '/^moengine:kv_transfer_bytes_total/ { print $NF }' <<<"$d_metrics")
+pulled=$(awk '/^moengine:kv_remote_loads_total.*result="loaded"/ { print $NF }' <<<"$d_metrics")
+recomputed=$(awk '/^moengine:kv_remote_loads_total.*result="recomputed"/ { print $NF }' <<<"$d_metrics")
 stop_all
 
 # summary FILE: completed, throughput, mean TTFT, mean TPOT, mean first inter-token gap.
@@ -121,7 +124,7 @@ IFS=$'\t' read -r u_done u_tput u_ttft u_tpot u_gap < <(summary "$OUT_DIR/unifie
 IFS=$'\t' read -r d_done d_tput d_ttft d_tpot d_gap < <(summary "$OUT_DIR/pd.json")
 first_step=$(awk -v g="$d_gap" -v t="$transfer" 'BEGIN { if (t == "-") print "-"; else printf "%.1f", g - t }')
 proxy_cost=$(awk -v a="$proxy_ttft" -v b="$p_ttft" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.1f", a - b }')
-per_request=$(awk -v b="$kv_bytes" -v n="$NUM_PROMPTS" 'BEGIN { printf "%.1f", b / n / 1048576 }')
+per_request=$(awk -v b="$kv_bytes" -v n="$pulled" 'BEGIN { if (n > 0) printf "%.1f", b / n / 1048576; else print "-" }')
 {
   echo "model: $(basename "$MODEL"); $INPUT_LEN-token prompts, $OUTPUT_LEN output tokens, $NUM_PROMPTS requests," \
     "$CONCURRENCY at a time; $THREADS threads in all; KV over $KV_TRANSPORT; moengine $(git -C "$ROOT" rev-parse --short HEAD)"
@@ -132,6 +135,7 @@ per_request=$(awk -v b="$kv_bytes" -v n="$NUM_PROMPTS" 'BEGIN { printf "%.1f", b
   echo "| 1P1D ($HALF + $HALF threads) | $d_done | $d_tput | $d_ttft | $d_tpot | $d_gap |"
   echo
   echo "1P1D, where the time to the first and second token goes (means, ms): prefill on P $p_ttft;" \
-    "proxy $proxy_cost; KV transfer $transfer ($per_request MiB per request); D's first decode step $first_step"
+    "proxy $proxy_cost; KV transfer $transfer ($per_request MiB per pull; $pulled pulled, $recomputed recomputed on D);" \
+    "D's first decode step $first_step"
 } | tee "$OUT_DIR/summary.md"
 log "results in $OUT_DIR"

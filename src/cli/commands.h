@@ -9,22 +9,26 @@ void register_gen_model(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_bench_model(CLI::App& bench);
 void register_bench_serve(CLI::App& bench);
+void register_bench_kv_transfer(CLI::App& bench);
 void register_tokenize(CLI::App& app);
 void register_placement(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_convert(CLI::App& app);
+void register_proxy(CLI::App& app);
 
 inline void register_commands(CLI::App& app) {
   register_gen_model(app);
   register_convert(app);
   register_generate(app);
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: a model file's speed (model), a server under load (serve)");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: a model file's speed (model), a server under load (serve), KV transports (kv-transfer)");
   bench->require_subcommand(1);
   register_bench_model(*bench);
   register_bench_serve(*bench);
+  register_bench_kv_transfer(*bench);
   register_tokenize(app);
   register_placement(app);
   register_serve(app);
+  register_proxy(app);
 }
 
 }  // namespace moe::cli

@@ -257,8 +257,14 @@ bool EngineCore::step() {
 }
 
 void EngineCore::announce_kv_loads(const StepPlan& plan) {
+  const Clock::time_point now = Clock::now();
   for (const KvLoad& l : plan.kv_loads) {
     Active& a = *active_.at(l.id);
+    // Admitted now; the positions found here are its prefix-cache hits (the rest is pulled).
+    a.scheduled = true;
+    metrics_.request_queue_time.observe(std::chrono::duration<double>(now - a.arrival).count());
+    metrics_.prompt_tokens_total += uint64_t(a.n_prompt);
+    a.n_cached = l.n_cached;
     RequestOutput out;
     out.id = l.id;
     out.kv = KvBlocks{l.block_table, a.n_prompt, l.n_cached};

@@ -1,5 +1,7 @@
 #include "http/exchange.h"
 
+#include <sys/socket.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -7,6 +9,7 @@
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cerrno>
 
 #include "http/deadline.h"
 
@@ -86,18 +89,24 @@ asio::awaitable<bool> Exchange::end_events() {
 }
 
 asio::awaitable<void> Exchange::watch_for_disconnect() {
-  auto [ec] = co_await socket_.async_wait(tcp::socket::wait_read, as_tuple(use_awaitable));
-  if (ec) co_return;
-  // Readable: either the peer closed (a peek reads end-of-file or an error) or it sent more
-  // bytes, the start of its next request. Peeking leaves those bytes for the parser.
-  char byte;
-  boost::system::error_code peek_ec;
-  const size_t n = socket_.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, peek_ec);
-  if (peek_ec || n == 0) co_return;
-  // The client is alive, and the socket stays readable until its bytes are parsed, so
-  // waiting again would spin: from here only a failed write can tell that it left.
-  asio::steady_timer forever(socket_.get_executor(), asio::steady_timer::time_point::max());
-  co_await forever.async_wait(as_tuple(use_awaitable));
+  for (;;) {
+    auto [ec] = co_await socket_.async_wait(tcp::socket::wait_read, as_tuple(use_awaitable));
+    if (ec) co_return;
+    // Readable: either the peer closed (a peek reads end-of-file or an error) or it sent more
+    // bytes, the start of its next request. Peeking leaves those bytes for the parser. The
+    // peek must not block: the readiness can be stale (reported for bytes the parser has
+    // already read), and a blocking peek would then hold this I/O thread, and the
+    // connection's strand, until the client sent or closed.
+    char byte;
+    const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    if (n <= 0) co_return;
+    // The client is alive, and the socket stays readable until its bytes are parsed, so
+    // waiting again would spin: from here only a failed write can tell that it left.
+    asio::steady_timer forever(socket_.get_executor(), asio::steady_timer::time_point::max());
+    co_await forever.async_wait(as_tuple(use_awaitable));
+    co_return;
+  }
 }
 
 }  // namespace moe::http

@@ -235,6 +235,7 @@ TEST(PdEngine, PrefixCacheHitsOnTheDecodeSideAreNotPulledAndChangeNothing) {
   const std::vector<GenerateParams> params(second.size(), greedy(8));
   const Disaggregated got = disaggregated(p, d, second, params);
   for (int64_t n : got.n_cached_on_d) EXPECT_EQ(n, 64);  // the 4 blocks of the shared prefix
+  for (const Result& r : got.joined) EXPECT_EQ(r.last().n_cached_tokens, 64);  // D's own hits, as usage reports them
   expect_same(unified(second, params, pool), got.joined);
   EXPECT_EQ(d.blocks().n_used(), 0);
 }

@@ -26,7 +26,9 @@ using namespace std::chrono_literals;
 // ("... on http://HOST:PORT"), stderr goes to a log file.
 class ServeProcess {
  public:
-  ServeProcess(const std::vector<std::string>& args, const std::string& log_path, const std::string& command = "serve")
+  // wrapper: a command line the binary runs under (e.g. {"ip", "netns", "exec", "ns1"}).
+  ServeProcess(const std::vector<std::string>& args, const std::string& log_path, const std::string& command = "serve",
+               const std::vector<std::string>& wrapper = {})
       : log_(log_path) {
     int out[2];
     if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
@@ -36,12 +38,14 @@ class ServeProcess {
       const int err = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(err, 2);
       ::close(out[0]);
-      std::vector<std::string> all{moengine_bin(), command};
+      std::vector<std::string> all = wrapper;
+      all.push_back(moengine_bin());
+      all.push_back(command);
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (std::string& a : all) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
+      ::execvp(argv[0], argv.data());
       ::_exit(127);
     }
     ::close(out[1]);

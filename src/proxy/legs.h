@@ -1,0 +1,66 @@
+#pragma once
+// The proxy's calls to its instances: a leg's request, its answer whole or event by event,
+// and the lease release. None of them throws, so each can race the client's disconnect
+// (a racing operation that threw would leave the race waiting on the other).
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "http/http_client.h"
+#include "http/mailbox.h"
+#include "proxy/backends.h"
+#include "proxy/merge.h"
+#include "proxy/proxy_metrics.h"
+
+namespace moe::proxy {
+
+// What one client request carries through its legs.
+struct PdRequest {
+  Api api = Api::kCompletion;
+  std::string target;         // "/v1/completions" or "/v1/chat/completions", the same at P and D
+  Json body;                  // the client's
+  std::string authorization;  // the client's Authorization header, passed on as is
+  Identity id;
+  http::Clock::time_point arrived;
+};
+
+struct LegResult {
+  std::optional<http::HttpResponse> response;  // the instance's answer
+  std::string failure;                         // without one: why, naming the leg and the instance
+};
+
+// A leg's request: the path, the JSON body, and the client's Authorization.
+http::HttpRequest leg_request(const PdRequest& r, const Json& body);
+
+// "prefill instance http://... answered outside the P/D protocol: <what>"
+std::string protocol_failure(Leg leg, const Backend& b, const std::string& what);
+
+// The whole answer.
+asio::awaitable<LegResult> fetch_leg(http::HttpClient& client, Leg leg, const Backend& b, http::HttpRequest request);
+
+// A streamed leg hands its events to the relaying coroutine through a mailbox, the
+// LegResult last (its response then has no body when the events were streamed).
+struct LegEvent {
+  std::string data;
+  http::Clock::time_point at;
+};
+using LegItem = std::variant<LegEvent, LegResult>;
+using LegMailbox = http::Mailbox<LegItem>;
+
+// Streams, then waits (at most `linger`) to be cancelled: the relay, not the leg, ends the
+// race between them, once it has taken the leg's result.
+asio::awaitable<void> stream_leg(http::HttpClient& client, Leg leg, const Backend& b, http::HttpRequest request,
+                                 std::shared_ptr<LegMailbox> mailbox, std::chrono::milliseconds linger);
+
+// The instance's own answer, relayed to the client as is.
+http::Response relayed(const http::HttpResponse& answer);
+
+// Fire and forget: asks P to free a hand-off's KV blocks now, rather than when their lease
+// runs out, because no decode instance will take them.
+void release_handoff(asio::any_io_executor ex, const Backend& p, const Json& handoff, const std::string& authorization,
+                     std::chrono::milliseconds timeout);
+
+}  // namespace moe::proxy

@@ -1,0 +1,52 @@
+#include "proxy/proxy_metrics.h"
+
+#include <utility>
+#include <vector>
+
+namespace moe::proxy {
+
+const char* leg_name(Leg leg) { return leg == Leg::kPrefill ? "prefill" : "decode"; }
+
+// vLLM's buckets (as the engine's), so the same dashboards and alert thresholds apply.
+ProxyMetrics::ProxyMetrics()
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+             160.0, 640.0, 2560.0}),
+      tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}) {}
+
+void ProxyMetrics::count_request(int status) {
+  std::lock_guard lock(mu_);
+  ++requests_[status];
+}
+
+void ProxyMetrics::count_leg_failure(Leg leg) {
+  std::lock_guard lock(mu_);
+  ++leg_failures_[leg == Leg::kPrefill ? 0 : 1];
+}
+
+void ProxyMetrics::observe_ttft(double seconds) {
+  std::lock_guard lock(mu_);
+  ttft_.observe(seconds);
+}
+
+void ProxyMetrics::observe_tpot(double seconds) {
+  std::lock_guard lock(mu_);
+  tpot_.observe(seconds);
+}
+
+std::string ProxyMetrics::prometheus_text() const {
+  std::lock_guard lock(mu_);
+  // The proxy serves whatever model its instances do, so the model_name label is empty
+  // (which Prometheus treats as absent).
+  PrometheusText w("");
+  std::vector<std::pair<std::string, double>> by_status;
+  for (const auto& [status, n] : requests_) by_status.emplace_back(std::to_string(status), double(n));
+  w.labelled_counter("proxy_requests_total", "Completion and chat requests by the HTTP status the client got (499: it left first).",
+                     "status", by_status);
+  w.histogram("proxy_time_to_first_token_seconds", "Seconds from a streamed request's arrival to its first relayed text.", ttft_);
+  w.histogram("proxy_time_per_output_token_seconds", "Seconds between a streamed request's relayed text events.", tpot_);
+  w.labelled_counter("proxy_leg_failures_total", "Legs whose instance was unreachable, broke off, or failed.", "leg",
+                     {{leg_name(Leg::kPrefill), double(leg_failures_[0])}, {leg_name(Leg::kDecode), double(leg_failures_[1])}});
+  return w.take();
+}
+
+}  // namespace moe::proxy

@@ -1,0 +1,40 @@
+#pragma once
+// The proxy's own Prometheus metrics: requests by the status the client got, the client's
+// time to first token and between tokens as the proxy relays them, and legs that failed.
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "core/prometheus.h"
+
+namespace moe::proxy {
+
+enum class Leg { kPrefill, kDecode };
+const char* leg_name(Leg leg);  // "prefill", "decode"
+
+// The status counted for a request whose client left before it got an answer (nginx's).
+constexpr int kClientClosed = 499;
+
+// Thread-safe: handlers on every I/O thread record into one.
+class ProxyMetrics {
+ public:
+  ProxyMetrics();
+
+  void count_request(int status);
+  // An instance that could not be reached, broke off, answered outside the protocol, or
+  // failed (5xx).
+  void count_leg_failure(Leg leg);
+  void observe_ttft(double seconds);
+  void observe_tpot(double seconds);
+
+  std::string prometheus_text() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<int, uint64_t> requests_;
+  uint64_t leg_failures_[2] = {0, 0};
+  Histogram ttft_, tpot_;
+};
+
+}  // namespace moe::proxy

@@ -1,0 +1,175 @@
+// A 1P1D deployment behind `moengine proxy`, over each KV transport, answers exactly as one
+// unified `moengine serve`: completions and chat, whole and streamed, prompts of many KV
+// blocks, prefix-cache hits on both sides, logprobs and seeded sampling, 16 streams at
+// once; and a client that leaves mid-answer frees both pools.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "disagg/pd_answers.h"
+#include "support/run_cli.h"
+#include "support/serve_process.h"
+
+namespace moe {
+namespace {
+
+using nlohmann::json;
+using testing::Answer;
+using testing::ServeProcess;
+using namespace std::chrono_literals;
+
+std::string dir() { return testing::test_dir("pd_proxy"); }
+
+std::string model() {
+  const std::string path = dir() + "/tiny.gguf";
+  if (!std::filesystem::exists(path)) {
+    const testing::CliResult r = testing::run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + path);
+    if (r.status != 0) throw std::runtime_error(r.out);
+  }
+  return path;
+}
+
+std::unique_ptr<ServeProcess> start(const std::string& command, const std::string& name, std::vector<std::string> args) {
+  auto p = std::make_unique<ServeProcess>(args, dir() + "/" + name + ".log", command);
+  if (p->url().empty()) throw std::runtime_error(name + " never became ready:\n" + p->log());
+  return p;
+}
+
+std::vector<std::string> serve_args(std::vector<std::string> extra) {
+  std::vector<std::string> a{"--model", model(), "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.1",
+                             "--chat-template", std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+struct Deployment {
+  std::unique_ptr<ServeProcess> prefill, decode, proxy;
+};
+
+class PdProxy : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() {
+    unified_ = start("serve", "unified", serve_args({}));
+    for (const std::string kv : {"tcp", "ucx"}) {
+      Deployment& d = deployments_[kv];
+      d.prefill = start("serve", "prefill-" + kv, serve_args({"--role", "prefill", "--kv-transport", kv}));
+      d.decode = start("serve", "decode-" + kv, serve_args({"--role", "decode", "--kv-transport", kv}));
+      d.proxy = start("proxy", "proxy-" + kv, {"--port", "0", "--prefill", d.prefill->url(), "--decode", d.decode->url()});
+    }
+  }
+  static void TearDownTestSuite() {
+    deployments_.clear();
+    unified_.reset();
+  }
+
+  Deployment& deployment() { return deployments_.at(GetParam()); }
+
+  static std::unique_ptr<ServeProcess> unified_;
+  static std::map<std::string, Deployment> deployments_;
+};
+std::unique_ptr<ServeProcess> PdProxy::unified_;
+std::map<std::string, Deployment> PdProxy::deployments_;
+
+std::string words(int n, int salt) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += "w" + std::to_string((i * 7919 + salt) % 97) + " ";
+  return s;
+}
+
+json completion(const std::string& prompt, int max_tokens, bool stream) {
+  json j{{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", stream}};
+  if (stream) j["stream_options"] = {{"include_usage", true}};
+  return j;
+}
+
+json chat(const std::string& content, int max_tokens, bool stream) {
+  json j{{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", max_tokens}, {"temperature", 0},
+         {"stream", stream}};
+  if (stream) j["stream_options"] = {{"include_usage", true}};
+  return j;
+}
+
+std::string path_of(const json& body) { return body.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; }
+
+void expect_pools_empty(ServeProcess& s, const std::string& who) {
+  std::string page;
+  for (int i = 0; i < 100; ++i) {
+    page = testing::get(s.url(), "/metrics").body;
+    if (testing::metric(page, "num_kv_blocks_used") == 0 && testing::metric(page, "kv_leases_active") == 0) return;
+    std::this_thread::sleep_for(50ms);
+  }
+  ADD_FAILURE() << who << " still holds blocks: " << testing::metric(page, "num_kv_blocks_used") << ", leases "
+                << testing::metric(page, "kv_leases_active");
+}
+
+TEST_P(PdProxy, EveryKindOfRequestAnswersAsUnified) {
+  std::vector<json> bodies;
+  for (bool stream : {false, true}) {
+    bodies.push_back(completion("The experts of the mixture", 12, stream));
+    bodies.push_back(completion(words(400, 1), 10, stream));                  // 25+ blocks
+    bodies.push_back(completion(words(400, 1) + "and more", 10, stream));     // prefix hits on P and D
+    bodies.push_back(chat("Route this token to its experts", 11, stream));
+    json lp = completion("Logprobs of every token", 8, stream);
+    lp["logprobs"] = 3;
+    bodies.push_back(lp);
+    json lpc = chat("Chat logprobs", 7, stream);
+    lpc["logprobs"] = true;
+    lpc["top_logprobs"] = 2;
+    bodies.push_back(lpc);
+    json seeded = completion("Seeded draw", 14, stream);
+    seeded["temperature"] = 0.8;
+    seeded["seed"] = 11;
+    bodies.push_back(seeded);
+    json stop = completion("Stops early", 30, stream);
+    stop["stop"] = {"e"};
+    bodies.push_back(stop);
+    bodies.push_back(completion("One token only", 1, stream));  // no decode leg at all
+  }
+  Deployment& d = deployment();
+  for (const json& body : bodies) {
+    const Answer want = testing::ask(unified_->url(), path_of(body), body);
+    ASSERT_EQ(want.status, 200) << want.error;
+    testing::expect_same_answer(want, testing::ask(d.proxy->url(), path_of(body), body), body.dump());
+  }
+  expect_pools_empty(*d.prefill, "prefill");
+  expect_pools_empty(*d.decode, "decode");
+}
+
+TEST_P(PdProxy, SixteenConcurrentStreamsAnswerAsUnified) {
+  std::vector<json> bodies;
+  for (int i = 0; i < 16; ++i) bodies.push_back(i % 2 ? completion(words(30 + 20 * i, i), 12, true) : chat(words(10 + 15 * i, i), 12, true));
+  std::vector<Answer> want;
+  for (const json& b : bodies) want.push_back(testing::ask(unified_->url(), path_of(b), b));
+  Deployment& d = deployment();
+  std::vector<std::future<Answer>> got;
+  for (const json& b : bodies) got.push_back(std::async(std::launch::async, [&, b] { return testing::ask(d.proxy->url(), path_of(b), b); }));
+  for (size_t i = 0; i < bodies.size(); ++i) testing::expect_same_answer(want[i], got[i].get(), "stream " + std::to_string(i));
+  expect_pools_empty(*d.prefill, "prefill");
+  expect_pools_empty(*d.decode, "decode");
+}
+
+TEST_P(PdProxy, AClientThatLeavesMidStreamFreesBothPools) {
+  Deployment& d = deployment();
+  json body = completion(words(200, 3), 3000, true);
+  body["ignore_eos"] = true;
+  boost::asio::io_context io;
+  http::HttpClient client(io.get_executor(), http::parse_url(d.proxy->url()), http::HttpClientOptions{10s});
+  int events = 0;
+  http::HttpRequest req;
+  req.target = "/v1/completions";
+  req.body = body.dump();
+  boost::asio::co_spawn(io, client.stream(std::move(req), [&](const http::SseEvent&, http::Clock::time_point) { return ++events < 3; }),
+                        [](std::exception_ptr, http::HttpResponse) {});
+  io.run();
+  EXPECT_EQ(events, 3);
+  expect_pools_empty(*d.prefill, "prefill");
+  expect_pools_empty(*d.decode, "decode");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PdProxy, ::testing::Values("tcp", "ucx"));
+
+}  // namespace
+}  // namespace moe

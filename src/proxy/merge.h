@@ -41,7 +41,7 @@ struct Identity {
 Identity new_identity(Api api);
 
 // The client's body as the proxy needs it: a JSON object asking for one choice. Throws
-// ProxyError (400) otherwise; every other check is left to the instances.
+// ApiError (400) otherwise; every other check is left to the instances.
 Json parse_client_body(std::string_view body);
 bool wants_stream(const Json& client_body);
 

@@ -31,7 +31,7 @@ Json health_list(const std::vector<Backend>& backends, const std::vector<bool>& 
 ProxyServer::ProxyServer(ProxyConfig config) : config_(std::move(config)), backends_(config_.prefill, config_.decode) {}
 
 http::Response ProxyServer::http_error(http::Status status, const std::string& message) {
-  return error_response(proxy::http_error(status, message));
+  return error_response(http::http_error(status, message));
 }
 
 http::Router ProxyServer::router() {
@@ -45,7 +45,7 @@ http::Router ProxyServer::router() {
   return r;
 }
 
-std::optional<ProxyError> ProxyServer::check_api_key(const http::Request& req) const {
+std::optional<ApiError> ProxyServer::check_api_key(const http::Request& req) const {
   if (config_.api_key.empty()) return std::nullopt;
   const std::string_view auth = req[http::Field::authorization];
   if (auth.empty()) return unauthorized("missing API key: send it as the header \"Authorization: Bearer <key>\"");
@@ -56,11 +56,11 @@ std::optional<ProxyError> ProxyServer::check_api_key(const http::Request& req) c
 asio::awaitable<void> ProxyServer::generate(http::Exchange& ex, Api api) {
   PdRequest request;
   request.arrived = http::Clock::now();
-  std::optional<ProxyError> error = check_api_key(ex.request());
+  std::optional<ApiError> error = check_api_key(ex.request());
   if (!error) {
     try {
       request.body = parse_client_body(ex.request().body());
-    } catch (const ProxyError& e) {
+    } catch (const ApiError& e) {
       error = e;
     }
   }
@@ -168,7 +168,7 @@ asio::awaitable<void> ProxyServer::answer_gateway(http::Exchange& ex, Leg leg, c
 }
 
 asio::awaitable<void> ProxyServer::models(http::Exchange& ex) {
-  if (const std::optional<ProxyError> error = check_api_key(ex.request())) {
+  if (const std::optional<ApiError> error = check_api_key(ex.request())) {
     http::Response res = error_response(*error);
     co_await ex.respond(std::move(res));
     co_return;

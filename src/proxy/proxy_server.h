@@ -50,7 +50,7 @@ class ProxyServer {
   asio::awaitable<void> models(http::Exchange& ex);
   asio::awaitable<void> health(http::Exchange& ex);
   asio::awaitable<void> metrics(http::Exchange& ex);
-  std::optional<ProxyError> check_api_key(const http::Request& req) const;
+  std::optional<ApiError> check_api_key(const http::Request& req) const;
   http::HttpClientOptions client_options() const { return http::HttpClientOptions{config_.timeout}; }
 
   ProxyConfig config_;

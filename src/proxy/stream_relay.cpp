@@ -146,7 +146,7 @@ asio::awaitable<void> StreamRelay::fail(const std::string& event, const http::Re
 
 asio::awaitable<void> StreamRelay::fail_gateway(Leg leg, const std::string& message) {
   metrics_.count_leg_failure(leg);
-  const ProxyError e = bad_gateway(message);
+  const ApiError e = bad_gateway(message);
   const std::string event = error_body(e);
   const http::Response whole = error_response(e);
   co_await fail(event, whole);

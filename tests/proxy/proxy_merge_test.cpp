@@ -17,10 +17,10 @@ const Identity kChatId{"chatcmpl-0123456789abcdef0123456789abcdef", 1700000000};
 
 Json j(const char* text) { return Json::parse(text); }
 
-ProxyError client_error(const std::string& body) {
+ApiError client_error(const std::string& body) {
   try {
     parse_client_body(body);
-  } catch (const ProxyError& e) {
+  } catch (const ApiError& e) {
     return e;
   }
   ADD_FAILURE() << "no error for " << body;
@@ -32,7 +32,7 @@ TEST(ClientBody, MustBeAJsonObjectForOneChoice) {
   EXPECT_EQ(client_error("{not json").status(), http::Status::bad_request);
   EXPECT_EQ(client_error("{not json").code(), "invalid_json");
   EXPECT_EQ(client_error("[1, 2]").code(), "invalid_json");
-  const ProxyError n = client_error(R"({"prompt":"x","n":2})");
+  const ApiError n = client_error(R"({"prompt":"x","n":2})");
   EXPECT_EQ(n.status(), http::Status::bad_request);
   EXPECT_EQ(error_body(n),
             R"({"error":{"message":"n > 1 is not supported behind the P/D proxy yet","type":"invalid_request_error","param":"n","code":"unsupported_value"}})");

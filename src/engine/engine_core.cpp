@@ -223,11 +223,7 @@ bool EngineCore::step() {
   const Clock::time_point scheduled_at = Clock::now();
   for (const ScheduledSeq& s : plan.seqs) {
     Active& a = *active_.at(s.id);
-    if (a.scheduled) continue;
-    a.scheduled = true;
-    metrics_.request_queue_time.observe(std::chrono::duration<double>(scheduled_at - a.arrival).count());
-    metrics_.prompt_tokens_total += uint64_t(a.n_prompt);
-    a.n_cached = s.pos0;
+    if (!a.scheduled) mark_scheduled(a, s.pos0, scheduled_at);
   }
   if (plan.empty()) {
     refresh_gauges();
@@ -256,15 +252,19 @@ bool EngineCore::step() {
   return true;
 }
 
+void EngineCore::mark_scheduled(Active& a, int64_t n_cached, Clock::time_point now) {
+  a.scheduled = true;
+  metrics_.request_queue_time.observe(std::chrono::duration<double>(now - a.arrival).count());
+  metrics_.prompt_tokens_total += uint64_t(a.n_prompt);
+  a.n_cached = n_cached;
+}
+
 void EngineCore::announce_kv_loads(const StepPlan& plan) {
   const Clock::time_point now = Clock::now();
   for (const KvLoad& l : plan.kv_loads) {
     Active& a = *active_.at(l.id);
     // Admitted now; the positions found here are its prefix-cache hits (the rest is pulled).
-    a.scheduled = true;
-    metrics_.request_queue_time.observe(std::chrono::duration<double>(now - a.arrival).count());
-    metrics_.prompt_tokens_total += uint64_t(a.n_prompt);
-    a.n_cached = l.n_cached;
+    mark_scheduled(a, l.n_cached, now);
     RequestOutput out;
     out.id = l.id;
     out.kv = KvBlocks{l.block_table, a.n_prompt, l.n_cached};

@@ -123,6 +123,8 @@ class EngineCore {
   // The first token of a remote_decode request is out and did not stop it: its blocks go
   // under a lease and its final output says where they are.
   void hand_off(int64_t id, Active& a, RequestOutput& out, Clock::time_point now);
+  // A request's first scheduling: its queue time, prompt tokens and prefix-cache hits.
+  void mark_scheduled(Active& a, int64_t n_cached, Clock::time_point now);
   // Tells the remote-KV requests admitted by this plan where to put their KV.
   void announce_kv_loads(const StepPlan& plan);
   void refresh_gauges();

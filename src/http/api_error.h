@@ -31,7 +31,8 @@ inline constexpr const char* kInvalidRequest = "invalid_request_error";
 
 // 400: the body is not JSON (or not the JSON object a request is).
 ApiError invalid_json(const std::string& message);
-// 400: a valid OpenAI value that is not implemented here (n > 1 behind the proxy, ...).
+// 400: a valid OpenAI value that this front does not implement (e.g. several prompts, or
+// n > 1 behind the P/D proxy).
 ApiError unsupported(const std::string& param, const std::string& message);
 // 401: no or a wrong API key.
 ApiError unauthorized(const std::string& message);

@@ -1,14 +1,17 @@
 #pragma once
-// What the P/D tests compare between a unified instance and a disaggregated deployment:
+// What the P/D tests compare, and how they check that nothing is left held: between a unified instance and a disaggregated deployment:
 // the text, finish reason, usage and (when asked for) logprobs of an answer, whether it
 // came whole or as a stream of Server-Sent Events.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/http_calls.h"
+#include "support/serve_process.h"
 
 namespace moe::testing {
 
@@ -80,6 +83,19 @@ inline void expect_same_answer(const Answer& want, const Answer& got, const std:
   EXPECT_EQ(usage_count(got.usage, "prompt_tokens"), usage_count(want.usage, "prompt_tokens")) << what;
   EXPECT_EQ(usage_count(got.usage, "completion_tokens"), usage_count(want.usage, "completion_tokens")) << what;
   EXPECT_EQ(got.logprobs, want.logprobs) << what;
+}
+
+// Both block pools empty and no lease left, within a few seconds (releases and aborts
+// reach the engines asynchronously).
+inline void expect_pools_empty(ServeProcess& s, const std::string& who) {
+  std::string page;
+  for (int i = 0; i < 100; ++i) {
+    page = get(s.url(), "/metrics").body;
+    if (metric(page, "num_kv_blocks_used") == 0 && metric(page, "kv_leases_active") == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << who << " still holds blocks: used " << metric(page, "num_kv_blocks_used") << ", leases "
+                << metric(page, "kv_leases_active");
 }
 
 }  // namespace moe::testing

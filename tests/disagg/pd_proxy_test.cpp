@@ -19,6 +19,7 @@ namespace {
 using nlohmann::json;
 using testing::Answer;
 using testing::ServeProcess;
+using testing::expect_pools_empty;
 using namespace std::chrono_literals;
 
 std::string dir() { return testing::test_dir("pd_proxy"); }
@@ -94,16 +95,6 @@ json chat(const std::string& content, int max_tokens, bool stream) {
 
 std::string path_of(const json& body) { return body.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; }
 
-void expect_pools_empty(ServeProcess& s, const std::string& who) {
-  std::string page;
-  for (int i = 0; i < 100; ++i) {
-    page = testing::get(s.url(), "/metrics").body;
-    if (testing::metric(page, "num_kv_blocks_used") == 0 && testing::metric(page, "kv_leases_active") == 0) return;
-    std::this_thread::sleep_for(50ms);
-  }
-  ADD_FAILURE() << who << " still holds blocks: " << testing::metric(page, "num_kv_blocks_used") << ", leases "
-                << testing::metric(page, "kv_leases_active");
-}
 
 TEST_P(PdProxy, EveryKindOfRequestAnswersAsUnified) {
   std::vector<json> bodies;

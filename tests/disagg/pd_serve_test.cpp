@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "disagg/pd_answers.h"
 #include "support/http_calls.h"
 #include "support/run_cli.h"
 #include "support/serve_process.h"
@@ -20,6 +21,7 @@ using nlohmann::json;
 using testing::metric;
 using testing::Reply;
 using testing::ServeProcess;
+using testing::expect_pools_empty;
 using namespace std::chrono_literals;
 
 std::string dir() { return testing::test_dir("pd_serve"); }
@@ -79,17 +81,6 @@ std::string text_of(const json& r) {
   return c.contains("message") ? c["message"]["content"].get<std::string>() : c["text"].get<std::string>();
 }
 
-// Both pools empty and no lease left, within a few seconds (releases are asynchronous).
-void expect_pools_empty(ServeProcess& s, const std::string& who) {
-  std::string page;
-  for (int i = 0; i < 100; ++i) {
-    page = testing::get(s.url(), "/metrics").body;
-    if (metric(page, "num_kv_blocks_used") == 0 && metric(page, "kv_leases_active") == 0) return;
-    std::this_thread::sleep_for(50ms);
-  }
-  ADD_FAILURE() << who << " still holds blocks: used " << metric(page, "num_kv_blocks_used") << ", leases "
-                << metric(page, "kv_leases_active");
-}
 
 class PdServe : public ::testing::TestWithParam<std::string> {};
 

@@ -15,19 +15,19 @@ namespace moe::cli {
 namespace {
 
 struct BenchKvArgs {
-  std::vector<std::string> transports{"ucx", "tcp"};
+  std::vector<std::string> methods{"ucx", "ucx-get", "tcp"};
   double seconds = 0.3;
   std::string json_out;
 };
 
 void run(const BenchKvArgs& a) {
   disagg::TransferBenchOptions o;
-  o.transports.clear();
-  for (const std::string& t : a.transports) o.transports.push_back(disagg::parse_transport_kind(t));
+  o.methods.clear();
+  for (const std::string& m : a.methods) o.methods.push_back(disagg::parse_transfer_method(m));
   if (!(a.seconds > 0)) fail("--seconds must be > 0, got {}", a.seconds);
   o.min_seconds = a.seconds;
   ProgressBar bar("bench kv-transfer");
-  const size_t steps = o.sizes.size() * (1 + 2 * o.transports.size());
+  const size_t steps = o.sizes.size() * (1 + 2 * o.methods.size());
   size_t done = 0;
   const std::vector<disagg::TransferBenchRow> rows =
       disagg::run_transfer_bench(o, [&](const std::string& what) { bar.update(double(done++) / double(steps), what); });
@@ -57,13 +57,15 @@ void run(const BenchKvArgs& a) {
 
 void register_bench_kv_transfer(CLI::App& bench) {
   auto args = std::make_shared<BenchKvArgs>();
-  CLI::App* cmd = bench.add_subcommand("kv-transfer", "Read bandwidth of the KV transports (ucx, tcp) against memcpy, 64 KiB to 64 MiB");
+  CLI::App* cmd = bench.add_subcommand("kv-transfer", "Read bandwidth of the KV transports (ucx, ucx-get, tcp) against memcpy, 64 KiB to 64 MiB");
   cmd->footer(
       "Both sides run in this process over loopback: one transport serves a source buffer, another reads it.\n"
       "Each size is read as one contiguous range and as 36 KiB blocks taken from every other block of the source\n"
-      "(a hand-off whose prompt blocks are not adjacent). Example:\n"
-      "  moengine bench kv-transfer --transports ucx,tcp --json kv.json");
-  cmd->add_option("--transports", args->transports, "Transports to measure")->delimiter(',')->capture_default_str();
+      "(a hand-off whose prompt blocks are not adjacent). ucx reads as a decode instance on the prefill\n"
+      "instance's host does (it maps the source's memory); ucx-get forces UCX's one-sided gets, the path\n"
+      "between hosts. Example:\n"
+      "  moengine bench kv-transfer --transports ucx,ucx-get,tcp --json kv.json");
+  cmd->add_option("--transports", args->methods, "Transfer methods to measure: ucx, ucx-get, tcp")->delimiter(',')->capture_default_str();
   cmd->add_option("--seconds", args->seconds, "Minimum time per measurement")->capture_default_str();
   cmd->add_option("--json", args->json_out, "Also write the rows as JSON to this file");
   cmd->callback([args] { run(*args); });

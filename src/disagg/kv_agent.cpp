@@ -217,13 +217,8 @@ asio::awaitable<PullResult> KvAgent::pull(const Handoff& h, const std::vector<in
     }
     id = transport_->submit(peer.endpoint, std::move(ops), [box](TransferId, const TransferStatus& s) { box->push(s); });
     const std::vector<TransferStatus> done = co_await box->receive();
-    if (done.empty()) {
-      // Cancelled while waiting (the client went away): Cleanup cancels the transfer.
-      asio::co_spawn(ex, release(h), asio::detached);
-      r.failure = PullFailure::kCancelled;
-      r.error = "cancelled";
-      co_return r;
-    }
+    // Empty: cancelled while waiting (the client went away); Cleanup cancels the transfer.
+    if (done.empty()) throw PullError(PullFailure::kCancelled, "cancelled: the client went away");
     cleanup.finished = true;
     const TransferStatus& st = done.front();
     if (st.state != TransferState::kDone) {
@@ -237,7 +232,13 @@ asio::awaitable<PullResult> KvAgent::pull(const Handoff& h, const std::vector<in
     r.failure = e.failure;
     r.error = e.what();
   }
-  if (!r.ok() && r.failure != PullFailure::kLeaseExpired && r.failure != PullFailure::kCancelled) {
+  // A cancelled contact or release fails as if P were unreachable: say why it really ended.
+  const asio::cancellation_state cancellation = co_await asio::this_coro::cancellation_state;
+  if (!r.ok() && cancellation.cancelled() != asio::cancellation_type::none) {
+    r.failure = PullFailure::kCancelled;
+    r.error = "cancelled: the client went away";
+  }
+  if (!r.ok() && r.failure != PullFailure::kLeaseExpired) {
     asio::co_spawn(ex, release(h), asio::detached);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -11,7 +11,7 @@ KvGeometry kv_geometry(const KvStore& kv) {
   return KvGeometry{kv.n_layers(), kv.n_blocks(), kv.block_size(), kv.row_floats() * int64_t(sizeof(float)), "f32"};
 }
 
-MemoryRegion kv_region(KvStore& kv) { return MemoryRegion{kv.data(), kv.bytes()}; }
+MemoryRegion kv_region(KvStore& kv) { return MemoryRegion{kv.data(), kv.bytes(), kv.fd()}; }
 
 nlohmann::json to_json(const KvGeometry& g) {
   return {{"n_layers", g.n_layers}, {"n_blocks", g.n_blocks}, {"block_size", g.block_size}, {"row_bytes", g.row_bytes}, {"dtype", g.dtype}};

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/shared_memory.h"
 
 namespace moe::disagg {
 
@@ -52,35 +53,45 @@ void read_once(Transport& reader, const nlohmann::json& remote, std::vector<Read
 
 }  // namespace
 
+TransferMethod parse_transfer_method(const std::string& name) {
+  if (name == "ucx-get") return TransferMethod{name, TransportKind::kUcx, false};
+  if (name == "ucx" || name == "tcp") return TransferMethod{name, parse_transport_kind(name), true};
+  fail("unknown KV transfer method '{}' (expected ucx, ucx-get or tcp)", name);
+}
+
 std::vector<TransferBenchRow> run_transfer_bench(const TransferBenchOptions& o,
                                                  const std::function<void(const std::string&)>& progress) {
   const uint64_t largest = *std::max_element(o.sizes.begin(), o.sizes.end());
   // The source holds twice the largest transfer for the scattered reads.
   const size_t src_bytes = size_t(2 * largest), dst_bytes = size_t(largest);
-  std::unique_ptr<char[]> src(new char[src_bytes]), dst(new char[dst_bytes]);
+  // Memory files, as the KV pool is: a same-host reader maps the source.
+  SharedMemory src_memory("kv-bench-source", src_bytes), dst_memory("kv-bench-destination", dst_bytes);
+  char* src = static_cast<char*>(src_memory.data());
+  char* dst = static_cast<char*>(dst_memory.data());
   for (size_t i = 0; i < src_bytes; ++i) src[i] = char(i * 131 + 7);
-  std::memset(dst.get(), 0, dst_bytes);
+  std::memset(dst, 0, dst_bytes);
 
   std::vector<TransferBenchRow> rows;
   for (uint64_t size : o.sizes) {
     progress(fmt::format("memcpy {} KiB", size >> 10));
-    rows.push_back(row(size, "memcpy", repeat(o, [&] { std::memcpy(dst.get(), src.get(), size); })));
+    rows.push_back(row(size, "memcpy", repeat(o, [&] { std::memcpy(dst, src, size); })));
   }
-  for (TransportKind kind : o.transports) {
-    const std::string name = transport_kind_name(kind);
-    std::unique_ptr<Transport> server = make_transport(TransportConfig{kind, "127.0.0.1", 0}, MemoryRegion{src.get(), src_bytes});
-    std::unique_ptr<Transport> reader = make_transport(TransportConfig{kind, "127.0.0.1", 0}, MemoryRegion{dst.get(), dst_bytes});
+  for (const TransferMethod& method : o.methods) {
+    const std::string& name = method.name;
+    const TransportConfig config{method.kind, "127.0.0.1", 0, method.same_host_mapping};
+    std::unique_ptr<Transport> server = make_transport(config, MemoryRegion{src, src_bytes, src_memory.fd()});
+    std::unique_ptr<Transport> reader = make_transport(config, MemoryRegion{dst, dst_bytes, dst_memory.fd()});
     const nlohmann::json remote = server->endpoint();
     for (uint64_t size : o.sizes) {
       progress(fmt::format("{} {} KiB", name, size >> 10));
       rows.push_back(row(size, name, repeat(o, [&] { read_once(*reader, remote, {ReadOp{0, 0, size}}); })));
-      std::memset(dst.get(), 0, size);
+      std::memset(dst, 0, size);
       rows.push_back(row(size, name + " blocks", repeat(o, [&] { read_once(*reader, remote, scattered(size, o.block_bytes)); })));
       // The last read must have brought the right bytes: a benchmark of a broken copy is
       // worth nothing.
       for (uint64_t off = 0; off < size; off += o.block_bytes) {
         const uint64_t n = std::min(o.block_bytes, size - off);
-        if (std::memcmp(dst.get() + off, src.get() + 2 * off, n) != 0) {
+        if (std::memcmp(dst + off, src + 2 * off, n) != 0) {
           fail("{} delivered wrong bytes at offset {} of a {} KiB transfer", name, off, size >> 10);
         }
       }

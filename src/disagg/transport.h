@@ -26,6 +26,9 @@ namespace moe::disagg {
 struct MemoryRegion {
   void* base = nullptr;
   size_t bytes = 0;
+  // The memory file the region is mapped from, at offset 0 (core/shared_memory.h), or -1.
+  // With one, readers on the same host may map the region instead of reading it remotely.
+  int fd = -1;
 };
 
 // One read: `bytes` bytes at remote_offset in the peer's region land at local_offset here.
@@ -64,6 +67,9 @@ struct TransportConfig {
   // reachable from the decode instances (not 0.0.0.0). The port 0 picks a free one.
   std::string host = "127.0.0.1";
   uint16_t port = 0;
+  // UCX only: a reader on the same host as the region it reads maps that region and copies
+  // from it (disagg/same_host.h) unless this is false or UCX_TLS leaves out shared memory.
+  bool same_host_mapping = true;
 };
 
 // One per process, thread-safe. Construction starts listening and the progress thread;

@@ -79,6 +79,7 @@ std::string parse_remote(const nlohmann::json& remote, RemoteRegion& out) {
     out.base = remote.at("base").get<uint64_t>();
     out.bytes = remote.at("bytes").get<uint64_t>();
     out.rkey_text = remote.at("rkey").get<std::string>();
+    out.same_host = remote.value("same_host", nlohmann::json());
   } catch (const nlohmann::json::exception& e) {
     return fmt::format("ucx: bad remote endpoint {}: {}", remote.dump(), e.what());
   }

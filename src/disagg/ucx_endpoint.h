@@ -1,6 +1,6 @@
 #pragma once
 // The UCX transport's view of a peer: the endpoint JSON another UCX transport advertises
-// (host, port, region base and size, packed remote key in base64), the socket address it
+// (host, port, region base and size, packed remote key in base64, the same-host advert), the socket address it
 // names, and the bounds every read must keep. Pure helpers, apart from name resolution.
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -36,6 +36,7 @@ struct RemoteRegion {
   uint64_t bytes = 0;
   std::string rkey_text;  // base64, as advertised: the key of the unpacked-rkey cache
   std::string rkey;       // packed bytes
+  nlohmann::json same_host;  // same_host_advert() of the peer, null when it has none
   std::string name() const;
 };
 

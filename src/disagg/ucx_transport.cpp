@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "disagg/same_host.h"
 #include "disagg/ucx_endpoint.h"
 
 namespace moe::disagg {
@@ -36,6 +37,12 @@ constexpr uint64_t kMaxGetBytes = uint64_t{8} << 20;
 // The worker's event fd signals arrivals but not every chance to go on sending (a full
 // shared-memory FIFO draining), so the progress thread never sleeps long.
 constexpr int kPollTimeoutMs = 10;
+// Copies from a mapped same-host peer run on the progress thread, this many bytes per turn,
+// so that cancels and other transfers are not kept waiting behind a long copy.
+constexpr uint64_t kCopyBytesPerTurn = uint64_t{8} << 20;
+// A same-host read this small is copied inside submit(), on the caller's thread: handing it
+// to the progress thread and back costs two wake-ups, longer than the copy itself.
+constexpr uint64_t kInlineCopyBytes = uint64_t{4} << 20;
 
 // Settings UCX's defaults get wrong for us; values the user set through the UCX_* variable
 // win. UCX 1.13 matches transport settings by their name without the transport's prefix
@@ -116,7 +123,9 @@ std::vector<Get> split(const std::vector<ReadOp>& ops, Transfer* transfer) {
 struct Peer {
   UcxTransport* owner = nullptr;
   std::string name;  // "host:port"
-  ucp_ep_h ep = nullptr;
+  ucp_ep_h ep = nullptr;  // null when the peer is mapped
+  std::shared_ptr<SameHostPeer> mapped;
+  nlohmann::json same_host;  // the advert it was opened with
   std::unordered_map<std::string, ucp_rkey_h> rkeys;  // by the advertised base64 text
   ucs_status_t failure = UCS_OK;                      // set by the error handler
   // Completes the gets still in flight as cancelled; the peer takes no more.
@@ -148,7 +157,10 @@ struct Command {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(const TransportConfig& config, MemoryRegion region) : config_(config), region_(region) {
+  UcxTransport(const TransportConfig& config, MemoryRegion region)
+      : config_(config),
+        region_(region),
+        map_same_host_(config.same_host_mapping && ucx_tls_allows_shared_memory(std::getenv("UCX_TLS"))) {
     set_connection_manager_defaults();
     log_ucx_to_stderr();
     std::promise<std::string> started;
@@ -184,15 +196,18 @@ class UcxTransport final : public Transport {
       transfer->error = check_bounds(ops, transfer->remote, region_.bytes);
       if (transfer->error.empty()) transfer->gets = split(ops, transfer.get());
     }
-    TransferId id;
-    {
-      std::lock_guard lock(mutex_);
-      id = ++last_id_;
-      transfer->id = id;
+    std::unique_lock lock(mutex_);
+    const TransferId id = ++last_id_;
+    transfer->id = id;
+    if (std::shared_ptr<SameHostPeer> mapped = inline_copy_source(*transfer)) {
       statuses_[id] = TransferStatus{};
-      commands_.push_back({Command::kStart, id, std::move(transfer)});
-      ucp_worker_signal(worker_);
+      lock.unlock();
+      copy_inline(*transfer, *mapped);
+      return id;
     }
+    statuses_[id] = TransferStatus{};
+    commands_.push_back({Command::kStart, id, std::move(transfer)});
+    ucp_worker_signal(worker_);
     return id;
   }
 
@@ -233,6 +248,34 @@ class UcxTransport final : public Transport {
   }
 
  private:
+  // Under mutex_: the mapped peer to copy `t` from inside submit(), or null.
+  std::shared_ptr<SameHostPeer> inline_copy_source(const Transfer& t) const {
+    if (!t.error.empty() || t.gets.empty()) return nullptr;
+    uint64_t bytes = 0;
+    for (const Get& get : t.gets) bytes += get.op.bytes;
+    if (bytes > kInlineCopyBytes) return nullptr;
+    auto it = mapped_.find(t.remote.name());
+    if (it == mapped_.end() || it->second.first != t.remote.same_host) return nullptr;
+    return it->second.second;
+  }
+
+  void copy_inline(Transfer& t, const SameHostPeer& mapped) {
+    char* local = static_cast<char*>(region_.base);
+    uint64_t bytes = 0;
+    for (const Get& get : t.gets) {
+      std::memcpy(local + get.op.local_offset, mapped.data() + get.op.remote_offset, get.op.bytes);
+      bytes += get.op.bytes;
+    }
+    const TransferStatus status{TransferState::kDone, {}, bytes};
+    // The callback first, as finish() does: once wait() or cancel() returns, it has run.
+    if (t.on_done) t.on_done(t.id, status);
+    {
+      std::lock_guard lock(mutex_);
+      statuses_[t.id] = status;
+    }
+    done_.notify_all();
+  }
+
   TransferStatus status_locked(TransferId id) const {
     auto it = statuses_.find(id);
     if (it == statuses_.end()) return {TransferState::kFailed, fmt::format("ucx: unknown transfer {}", id), 0};
@@ -327,6 +370,7 @@ class UcxTransport final : public Transport {
                  {"base", reinterpret_cast<uint64_t>(region_.base)},
                  {"bytes", uint64_t{region_.bytes}},
                  {"rkey", rkey_text_}};
+    if (nlohmann::json advert = same_host_advert(region_); !advert.is_null()) endpoint_["same_host"] = std::move(advert);
   }
 
   static void check(ucs_status_t status, const std::string& what) {
@@ -353,6 +397,7 @@ class UcxTransport final : public Transport {
       while (ucp_worker_progress(worker_) != 0) {
       }
       drop_failed();
+      drop_exited();
       advance_transfers();
       reap_closed();
       if (stopping && transfers_.empty()) return;
@@ -389,7 +434,7 @@ class UcxTransport final : public Transport {
   }
 
   void sleep_until_event() {
-    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;
+    if (copying_ || ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;
     {
       std::lock_guard lock(mutex_);
       if (!commands_.empty()) return;
@@ -407,6 +452,12 @@ class UcxTransport final : public Transport {
   void connect(Transfer& t) {
     const std::string name = t.remote.name();
     std::shared_ptr<Peer>& peer = peers_[name];
+    // Another process on that address now (the peer restarted): its region is another one.
+    if (peer && peer->same_host != t.remote.same_host) {
+      peer.reset();
+      std::lock_guard lock(mutex_);
+      mapped_.erase(name);
+    }
     if (!peer) {
       peer = open_peer(t.remote, t.error);
       if (!peer) {
@@ -415,6 +466,7 @@ class UcxTransport final : public Transport {
       }
     }
     t.peer = peer;
+    if (peer->mapped) return;
     auto [it, added] = peer->rkeys.try_emplace(t.remote.rkey_text, nullptr);
     if (added) {
       const ucs_status_t status = ucp_ep_rkey_unpack(peer->ep, t.remote.rkey.data(), &it->second);
@@ -433,6 +485,20 @@ class UcxTransport final : public Transport {
     auto peer = std::make_shared<Peer>();
     peer->owner = this;
     peer->name = remote.name();
+    peer->same_host = remote.same_host;
+    if (map_same_host_ && !remote.same_host.is_null()) {
+      std::string why;
+      peer->mapped = SameHostPeer::open(remote.same_host, remote.bytes, why);
+      if (peer->mapped) {
+        std::lock_guard lock(mutex_);
+        mapped_[peer->name] = {remote.same_host, peer->mapped};
+        return peer;
+      }
+      if (why != "another host") {
+        std::fprintf(stderr, "ucx: reading from %s through UCX, not its mapped memory: %s\n", peer->name.c_str(),
+                     why.c_str());
+      }
+    }
     SockAddr addr;
     if (std::string why = resolve(remote.host, remote.port, addr); !why.empty()) {
       error = fmt::format("ucx: cannot resolve {}: {}", peer->name, why);
@@ -474,11 +540,27 @@ class UcxTransport final : public Transport {
     failed_served_.clear();
   }
 
+  // A mapped peer that exited leaves the cache, and its memory goes once the transfers
+  // still copying from it are done.
+  void drop_exited() {
+    std::erase_if(peers_, [this](const auto& entry) {
+      if (!entry.second->mapped || !entry.second->mapped->exited()) return false;
+      std::lock_guard lock(mutex_);
+      mapped_.erase(entry.first);
+      return true;
+    });
+  }
+
   void advance_transfers() {
     std::vector<std::pair<TransferId, uint64_t>> progress;
+    copying_ = false;
     for (auto it = transfers_.begin(); it != transfers_.end();) {
       Transfer& t = *it->second;
-      post_gets(t);
+      if (t.peer && t.peer->mapped) {
+        copy_mapped(t);
+      } else {
+        post_gets(t);
+      }
       if (t.in_flight == 0 && (stopped(t) || t.next == t.gets.size())) {
         finish(t);
         it = transfers_.erase(it);
@@ -494,6 +576,19 @@ class UcxTransport final : public Transport {
 
   bool stopped(const Transfer& t) const {
     return t.cancelled || !t.error.empty() || t.peer == nullptr || t.peer->failure != UCS_OK;
+  }
+
+  void copy_mapped(Transfer& t) {
+    const char* remote = t.peer->mapped->data();
+    char* local = static_cast<char*>(region_.base);
+    uint64_t copied = 0;
+    while (!stopped(t) && t.next < t.gets.size() && copied < kCopyBytesPerTurn) {
+      const ReadOp& op = t.gets[t.next++].op;
+      std::memcpy(local + op.local_offset, remote + op.remote_offset, op.bytes);
+      copied += op.bytes;
+    }
+    t.landed += copied;
+    copying_ |= !stopped(t) && t.next < t.gets.size();
   }
 
   void post_gets(Transfer& t) {
@@ -587,6 +682,7 @@ class UcxTransport final : public Transport {
 
   const TransportConfig config_;
   const MemoryRegion region_;
+  const bool map_same_host_;
   nlohmann::json endpoint_;  // set before the constructor returns, constant after
   std::thread thread_;
 
@@ -595,6 +691,9 @@ class UcxTransport final : public Transport {
   std::condition_variable done_;
   std::deque<Command> commands_;
   std::unordered_map<TransferId, TransferStatus> statuses_;
+  // The mapped same-host peers by "host:port", with the advert each was opened with: what
+  // submit() copies small reads from. Written by the progress thread.
+  std::unordered_map<std::string, std::pair<nlohmann::json, std::shared_ptr<SameHostPeer>>> mapped_;
   TransferId last_id_ = 0;
   bool stopping_ = false;
 
@@ -610,7 +709,8 @@ class UcxTransport final : public Transport {
   std::unordered_map<std::string, std::shared_ptr<Peer>> peers_;
   std::unordered_set<ucp_ep_h> served_eps_;
   std::unordered_set<ucp_ep_h> failed_served_;
-  bool failed_ = false;  // an error handler ran since the last drop_failed
+  bool failed_ = false;   // an error handler ran since the last drop_failed
+  bool copying_ = false;  // a copy from a mapped peer is left for the next turn
   std::vector<void*> closing_;
 };
 

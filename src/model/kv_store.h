@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/shared_memory.h"
 #include "kernels/attention.h"
 
 namespace moe {
@@ -23,10 +24,12 @@ class KvStore {
   int64_t n_blocks() const { return n_blocks_; }
   size_t bytes() const { return n_floats_ * sizeof(float); }
   // The whole pool: layer-major, then block, then position, then row (see row()).
-  float* data() { return data_.get(); }
+  float* data() { return data_; }
+  // The memory file holding the pool, which other processes on this host may map.
+  int fd() const { return memory_.fd(); }
 
   float* row(int64_t layer, int32_t block, int64_t offset) {
-    return data_.get() + ((layer * n_blocks_ + block) * block_size_ + offset) * row_floats_;
+    return data_ + ((layer * n_blocks_ + block) * block_size_ + offset) * row_floats_;
   }
   // Row of position pos of a sequence whose blocks are `table`.
   float* position_row(int64_t layer, const std::vector<int32_t>& table, int64_t pos) {
@@ -42,9 +45,11 @@ class KvStore {
  private:
   int64_t n_layers_, row_floats_, block_size_, n_blocks_;
   size_t n_floats_;
-  // Left uninitialized: a row is always written before attention reads it, and untouched
-  // pages of a large cache then cost no memory until a sequence first uses them.
-  std::unique_ptr<float[]> data_;
+  // Shared so that a decode instance on this host can map a prefill instance's pool
+  // (disagg/same_host.h). Untouched pages of a large cache cost no memory until a sequence
+  // first uses them.
+  SharedMemory memory_;
+  float* data_;
 };
 
 }  // namespace moe

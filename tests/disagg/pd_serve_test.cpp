@@ -1,7 +1,8 @@
 // Prefill and decode instances as real `moengine serve` processes, driven through the
 // hand-off protocol the proxy speaks (docs/disaggregation.md): the joined answer equals a
 // unified instance's, and each failure (an expired lease, a prefill instance that died,
-// another model on the other side, a request at the wrong role, a client that leaves)
+// another model on the other side, a request at the wrong role, a client that leaves
+// during the pull or during decode)
 // ends with a clear answer and both block pools empty.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "support/http_calls.h"
 #include "support/run_cli.h"
 #include "support/serve_process.h"
+#include "support/throttled_kv_relay.h"
 
 namespace moe {
 namespace {
@@ -248,6 +250,41 @@ TEST(PdServeFailures, AClientThatLeavesDuringDecodeFreesBothPools) {
   expect_pools_empty(*d, "decode");
   expect_pools_empty(*p, "prefill");
   EXPECT_EQ(metric(testing::get(d->url(), "/metrics").body, "request_success_total", "finished_reason=\"abort\""), 1);
+}
+
+uint16_t port_of(const std::string& url) { return uint16_t(std::stoi(url.substr(url.rfind(':') + 1))); }
+
+TEST(PdServeFailures, AClientThatLeavesDuringThePullFreesBothPools) {
+  auto p = serve("pull-leave-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
+  auto d = serve("pull-leave-decode", {"--role", "decode", "--kv-transport", "tcp"});
+  json body = completion(long_prompt(300, 11), 8);
+  json to_p = body;
+  to_p["kv_transfer_params"] = {{"do_remote_decode", true}};
+  const Reply pr = testing::post_json(p->url(), "/v1/completions", to_p);
+  ASSERT_EQ(pr.status, 200) << pr.body;
+  // D reaches P through the relay, which lets P's KV bytes through 4 KiB every 20 ms.
+  testing::ThrottledKvRelay relay(port_of(p->url()), 20ms);
+  body["kv_transfer_params"] = pr.json()["kv_transfer_params"];
+  body["kv_transfer_params"]["remote_port"] = relay.http_port();
+  {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket client(io);
+    client.connect({boost::asio::ip::make_address("127.0.0.1"), port_of(d->url())});
+    const std::string payload = body.dump();
+    const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(payload.size()) + "\r\n\r\n" + payload;
+    boost::asio::write(client, boost::asio::buffer(request));
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (relay.kv_bytes() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    ASSERT_GT(relay.kv_bytes(), 0u) << "the pull never started";
+  }  // the client hangs up with the pull under way
+  expect_pools_empty(*d, "decode");
+  expect_pools_empty(*p, "prefill");
+  const std::string metrics = testing::get(d->url(), "/metrics").body;
+  EXPECT_EQ(metric(metrics, "kv_transfer_failures_total", "reason=\"cancelled\""), 1);
+  EXPECT_EQ(metric(metrics, "kv_transfer_bytes_total"), 0) << "the pull ran to its end";
+  EXPECT_EQ(metric(testing::get(p->url(), "/metrics").body, "kv_leases_expired_total"), 0)
+      << "D did not release the lease";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The UCX transport between transports of one process: UCX connects them as peers on one
-// host (shared memory), or, told to, over TCP alone as between hosts.
+// The UCX transport between transports of one process: a reader maps its peer's memory
+// file (the same-host path), or UCX connects them as peers on one host (shared memory),
+// or, told to, over TCP alone as between hosts. The fixture's tests run on the first two.
 #include "disagg/ucx_transport.h"
 
 #include <arpa/inet.h>
@@ -8,10 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <span>
 #include <thread>
 
+#include "core/shared_memory.h"
 #include "support/bytes_test_util.h"
 
 namespace moe::disagg {
@@ -27,17 +31,19 @@ constexpr uint64_t kRegionBytes = 80 * kMiB;
 // offset shows.
 uint8_t pattern_byte(uint64_t offset, uint8_t seed) { return uint8_t((offset * 2654435761u) >> 11) ^ seed; }
 
+// A memory file, as the KV pool is.
 struct Region {
-  Region(uint64_t bytes, int seed) : data(bytes) {
+  Region(uint64_t bytes, int seed) : file("ucx-test", bytes), data(static_cast<uint8_t*>(file.data()), bytes) {
     if (seed < 0) return;
     for (uint64_t i = 0; i < bytes; ++i) data[i] = pattern_byte(i, uint8_t(seed));
   }
-  MemoryRegion memory() { return {data.data(), data.size()}; }
-  std::vector<uint8_t> data;
+  MemoryRegion memory() { return {data.data(), data.size(), file.fd()}; }
+  SharedMemory file;
+  std::span<uint8_t> data;
 };
 
-std::unique_ptr<Transport> make_local(Region& region) {
-  return make_ucx_transport({TransportKind::kUcx, "127.0.0.1", 0}, region.memory());
+std::unique_ptr<Transport> make_local(Region& region, bool map_same_host = true, uint16_t port = 0) {
+  return make_ucx_transport({TransportKind::kUcx, "127.0.0.1", port, map_same_host}, region.memory());
 }
 
 // Counts the callback's calls and keeps the status it was given.
@@ -72,17 +78,22 @@ Region& shared_reader() {
   return region;
 }
 
-class UcxTransportTest : public ::testing::Test {
+// The parameter: whether readers map same-host peers (else UCX's gets over shared memory).
+class UcxTransportTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override { std::fill(reader_.data.begin(), reader_.data.end(), 0); }
+  std::unique_ptr<Transport> make(Region& region, uint16_t port = 0) { return make_local(region, GetParam(), port); }
 
   Region& source_ = shared_source();
   Region& reader_ = shared_reader();
-  std::unique_ptr<Transport> server_ = make_local(source_);
-  std::unique_ptr<Transport> client_ = make_local(reader_);
+  std::unique_ptr<Transport> server_ = make(source_);
+  std::unique_ptr<Transport> client_ = make(reader_);
 };
 
-TEST_F(UcxTransportTest, EndpointDescribesTheRegion) {
+INSTANTIATE_TEST_SUITE_P(SameHost, UcxTransportTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Mapped" : "UcxGets"; });
+
+TEST_P(UcxTransportTest, EndpointDescribesTheRegion) {
   const nlohmann::json ep = server_->endpoint();
   EXPECT_EQ(server_->kind(), TransportKind::kUcx);
   EXPECT_EQ(ep.at("transport"), "ucx");
@@ -91,10 +102,12 @@ TEST_F(UcxTransportTest, EndpointDescribesTheRegion) {
   EXPECT_EQ(ep.at("base").get<uint64_t>(), reinterpret_cast<uint64_t>(source_.data.data()));
   EXPECT_EQ(ep.at("bytes").get<uint64_t>(), kRegionBytes);
   EXPECT_FALSE(ep.at("rkey").get<std::string>().empty());
+  EXPECT_EQ(ep.at("same_host").at("pid").get<int64_t>(), int64_t{getpid()});
+  EXPECT_EQ(ep.at("same_host").at("fd").get<int>(), source_.file.fd());
   EXPECT_NE(client_->endpoint().at("port"), ep.at("port"));
 }
 
-TEST_F(UcxTransportTest, ReadsLandByteExact) {
+TEST_P(UcxTransportTest, ReadsLandByteExact) {
   const std::vector<ReadOp> ops = {
       {0, 0, 4096},
       {4096, 4096, 100},  // continues the first on both sides
@@ -117,7 +130,7 @@ TEST_F(UcxTransportTest, ReadsLandByteExact) {
   EXPECT_EQ(done.status.bytes, total);
 }
 
-TEST_F(UcxTransportTest, ManySmallReads) {
+TEST_P(UcxTransportTest, ManySmallReads) {
   // Not coalescable (each goes to the left of the previous one): thousands of gets.
   std::vector<ReadOp> ops;
   for (uint64_t i = 0; i < 5000; ++i) ops.push_back({i * 1000, (5000 - i) * 1000, 700});
@@ -128,12 +141,12 @@ TEST_F(UcxTransportTest, ManySmallReads) {
   for (const ReadOp& op : ops) expect_landed(reader_, 1, op);
 }
 
-TEST_F(UcxTransportTest, AnEmptyBatchIsDone) {
+TEST_P(UcxTransportTest, AnEmptyBatchIsDone) {
   const TransferId id = client_->submit(server_->endpoint(), {{5, 5, 0}});
   EXPECT_EQ(client_->wait(id, 5s).state, TransferState::kDone);
 }
 
-TEST_F(UcxTransportTest, ReadsOutsideEitherRegionFail) {
+TEST_P(UcxTransportTest, ReadsOutsideEitherRegionFail) {
   const std::string peer = fmt::format("127.0.0.1:{}", server_->endpoint().at("port").get<int>());
   Completion outside_remote;
   const TransferId remote_id =
@@ -154,7 +167,7 @@ TEST_F(UcxTransportTest, ReadsOutsideEitherRegionFail) {
   EXPECT_EQ(client_->wait(huge_id, 5s).state, TransferState::kFailed);
 }
 
-TEST_F(UcxTransportTest, BadEndpointsFail) {
+TEST_P(UcxTransportTest, BadEndpointsFail) {
   nlohmann::json tcp = server_->endpoint();
   tcp["transport"] = "tcp";
   nlohmann::json no_rkey = server_->endpoint();
@@ -180,10 +193,11 @@ uint16_t unused_port() {
   return ntohs(addr.sin_port);
 }
 
-TEST_F(UcxTransportTest, NobodyListeningFailsSoon) {
+TEST_P(UcxTransportTest, NobodyListeningFailsSoon) {
   nlohmann::json remote = server_->endpoint();
   const uint16_t port = unused_port();
   remote["port"] = port;
+  remote.erase("same_host");  // which a reader would map without ever connecting
   Completion done;
   const auto start = Clock::now();
   const TransferId id = client_->submit(remote, {{0, 0, kMiB}}, done.callback());
@@ -205,7 +219,7 @@ std::vector<ReadOp> large_batch() {
   return ops;
 }
 
-TEST_F(UcxTransportTest, CancelStopsALargeTransfer) {
+TEST_P(UcxTransportTest, CancelStopsALargeTransfer) {
   Completion done;
   const TransferId id = client_->submit(server_->endpoint(), large_batch(), done.callback());
   client_->cancel(id);
@@ -213,16 +227,17 @@ TEST_F(UcxTransportTest, CancelStopsALargeTransfer) {
   EXPECT_TRUE(status.state == TransferState::kCancelled || status.state == TransferState::kDone)
       << transfer_state_name(status.state);
   EXPECT_EQ(done.calls, 1);
-  const std::vector<uint8_t> after_cancel = reader_.data;
+  const std::vector<uint8_t> after_cancel(reader_.data.begin(), reader_.data.end());
   std::this_thread::sleep_for(50ms);
-  EXPECT_TRUE(after_cancel == reader_.data) << "bytes landed after cancel() returned";
+  EXPECT_TRUE(std::equal(after_cancel.begin(), after_cancel.end(), reader_.data.begin()))
+      << "bytes landed after cancel() returned";
   EXPECT_EQ(client_->poll(id).state, status.state);
   client_->cancel(id);  // a finished transfer: no-op
   EXPECT_EQ(client_->poll(id).state, status.state);
   EXPECT_EQ(done.calls, 1);
 }
 
-TEST_F(UcxTransportTest, ForgetDropsAFinishedStatus) {
+TEST_P(UcxTransportTest, ForgetDropsAFinishedStatus) {
   const TransferId id = client_->submit(server_->endpoint(), {{0, 0, 64}});
   ASSERT_EQ(client_->wait(id, 5s).state, TransferState::kDone);
   client_->forget(id);
@@ -231,7 +246,7 @@ TEST_F(UcxTransportTest, ForgetDropsAFinishedStatus) {
   EXPECT_CONTAINS(status.error, "unknown transfer");
 }
 
-TEST_F(UcxTransportTest, DestructionEndsPendingTransfers) {
+TEST_P(UcxTransportTest, DestructionEndsPendingTransfers) {
   Completion first, second;
   const nlohmann::json remote = server_->endpoint();
   (void)client_->submit(remote, large_batch(), first.callback());
@@ -243,9 +258,9 @@ TEST_F(UcxTransportTest, DestructionEndsPendingTransfers) {
   EXPECT_NE(second.status.state, TransferState::kPending);
 }
 
-TEST_F(UcxTransportTest, ReadsFromTwoPeers) {
+TEST_P(UcxTransportTest, ReadsFromTwoPeers) {
   Region other_source(kMiB, 2);
-  const std::unique_ptr<Transport> other = make_local(other_source);
+  const std::unique_ptr<Transport> other = make(other_source);
   const ReadOp from_first{100, 0, 3000};
   const ReadOp from_second{100, 4000, 3000};
   const TransferId first = client_->submit(server_->endpoint(), {from_first});
@@ -256,7 +271,7 @@ TEST_F(UcxTransportTest, ReadsFromTwoPeers) {
   expect_landed(reader_, 2, from_second);
 }
 
-TEST_F(UcxTransportTest, APeerGoingAwayEndsItsTransfers) {
+TEST_P(UcxTransportTest, APeerGoingAwayEndsItsTransfers) {
   const std::string peer = fmt::format("127.0.0.1:{}", server_->endpoint().at("port").get<int>());
   Completion done;
   const TransferId id = client_->submit(server_->endpoint(), large_batch(), done.callback());
@@ -269,12 +284,12 @@ TEST_F(UcxTransportTest, APeerGoingAwayEndsItsTransfers) {
   EXPECT_EQ(done.calls, 1);
 }
 
-TEST_F(UcxTransportTest, ReadsFromAPeerThatRestartedOnItsPort) {
+TEST_P(UcxTransportTest, ReadsFromAPeerThatRestartedOnItsPort) {
   const uint16_t port = server_->endpoint().at("port");
   ASSERT_EQ(client_->wait(client_->submit(server_->endpoint(), {{0, 0, 64}}), 5s).state, TransferState::kDone);
   server_.reset();
   Region restarted(kMiB, 3);
-  const auto again = make_ucx_transport({TransportKind::kUcx, "127.0.0.1", port}, restarted.memory());
+  const auto again = make(restarted, port);
   // A read racing the client's notice of the old connection's end may fail; the next one
   // reconnects.
   const ReadOp op{0, 0, 4096};
@@ -284,11 +299,11 @@ TEST_F(UcxTransportTest, ReadsFromAPeerThatRestartedOnItsPort) {
   expect_landed(reader_, 3, op);
 }
 
-TEST_F(UcxTransportTest, ATakenPortIsAnError) {
+TEST_P(UcxTransportTest, ATakenPortIsAnError) {
   const uint16_t port = server_->endpoint().at("port");
   Region other(4096, 0);
   const std::string error =
-      testing::error_of([&] { make_ucx_transport({TransportKind::kUcx, "127.0.0.1", port}, other.memory()); });
+      testing::error_of([&] { make(other, port); });
   EXPECT_CONTAINS(error, fmt::format("ucx: cannot listen on 127.0.0.1:{}: the address is in use", port));
 }
 

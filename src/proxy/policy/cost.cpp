@@ -1,0 +1,66 @@
+#include "proxy/policy/cost.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace moe::routing {
+
+double prefill_finish_s(const InstanceView& v, const RoutingRequest& request) {
+  const int64_t uncached = uncached_prompt_tokens(v, request);
+  const int64_t cached = std::max<int64_t>(0, request.prompt_tokens - uncached);
+  return v.prefill_time.queue_seconds(v.load.queued_prefill_tokens, v.load.prefill_requests) +
+         v.prefill_time.seconds(uncached, cached);
+}
+
+int64_t projected_token_load(const InstanceView& v, const RoutingRequest& request) {
+  return v.load.kv_tokens + v.load.remaining_output_tokens + request.prompt_tokens + request.expected_output_tokens;
+}
+
+Decision cost_prefill(std::span<const InstanceView> instances, std::span<const size_t> eligible,
+                      const RoutingRequest& request) {
+  size_t best = eligible[0];
+  double best_finish = prefill_finish_s(instances[best], request);
+  for (size_t i : eligible) {
+    const double finish = prefill_finish_s(instances[i], request);
+    if (finish < best_finish ||
+        (finish == best_finish && instances[i].matched_prefix_tokens > instances[best].matched_prefix_tokens)) {
+      best = i;
+      best_finish = finish;
+    }
+  }
+  const InstanceView& v = instances[best];
+  const double queue = v.prefill_time.queue_seconds(v.load.queued_prefill_tokens, v.load.prefill_requests);
+  return {best, false, "min_finish_time",
+          fmt::format("{}: finishes in {:.4f} s = queue {:.4f} s ({} tokens) + own {:.4f} s ({} of {} tokens uncached)",
+                      v.id, best_finish, queue, v.load.queued_prefill_tokens, best_finish - queue,
+                      uncached_prompt_tokens(v, request), request.prompt_tokens)};
+}
+
+Decision cost_decode(std::span<const InstanceView> instances, std::span<const size_t> eligible,
+                     const RoutingRequest& request) {
+  const bool fractions =
+      std::all_of(eligible.begin(), eligible.end(), [&](size_t i) { return instances[i].capacity.max_kv_tokens > 0; });
+  auto load = [&](size_t i) {
+    const InstanceView& v = instances[i];
+    const double capacity = fractions ? double(v.capacity.max_kv_tokens) : 1.0;
+    return double(projected_token_load(v, request)) / (v.weight * capacity);
+  };
+  size_t best = eligible[0];
+  double best_load = load(best);
+  for (size_t i : eligible) {
+    const double l = load(i);
+    if (l < best_load ||
+        (l == best_load && outstanding_requests(instances[i]) < outstanding_requests(instances[best]))) {
+      best = i;
+      best_load = l;
+    }
+  }
+  const InstanceView& v = instances[best];
+  return {best, false, "min_token_load",
+          fmt::format("{}: {} tokens with this request, of {} KV capacity, weight {}", v.id,
+                      projected_token_load(v, request),
+                      fractions ? fmt::to_string(v.capacity.max_kv_tokens) : "unknown", v.weight)};
+}
+
+}  // namespace moe::routing

@@ -9,27 +9,51 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "http/server.h"
+#include "proxy/policy/route.h"
 #include "proxy/proxy_server.h"
 
 namespace moe::cli {
 namespace {
 
 struct ProxyArgs {
-  std::vector<std::string> prefill, decode;
+  std::vector<std::string> prefill, decode, unified;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string api_key;
+  std::string api_key, admin_key;
+  std::string policy = "cost";
   double timeout_s = 600;
+  int max_attempts = 3;
+  size_t max_queued = 1024;
+  double queue_timeout_s = 30;
+  int health_interval_ms = 1000;
 };
+
+void add_instances(proxy::ProxyConfig& config, const std::vector<std::string>& urls, proxy::InstanceRole role) {
+  for (const std::string& url : urls) config.instances.push_back(proxy::InstanceSpec{"", url, role, 1.0});
+}
 
 void run(const ProxyArgs& a) {
   if (a.port < 0 || a.port > 65535) fail("--port must be in [0, 65535], got {}", a.port);
   if (!(a.timeout_s > 0)) fail("--timeout-s must be more than 0, got {}", a.timeout_s);
+  if (a.max_attempts < 1) fail("--max-attempts must be at least 1, got {}", a.max_attempts);
+  if (!(a.queue_timeout_s >= 0)) fail("--queue-timeout-s must be at least 0, got {}", a.queue_timeout_s);
+  if (a.health_interval_ms < 10) fail("--health-interval-ms must be at least 10, got {}", a.health_interval_ms);
+  if ((a.prefill.empty() || a.decode.empty()) && a.unified.empty()) {
+    fail("give prefill and decode instances (--prefill, --decode), unified ones (--unified), or both");
+  }
   proxy::ProxyConfig config;
-  config.prefill = a.prefill;
-  config.decode = a.decode;
+  add_instances(config, a.prefill, proxy::InstanceRole::prefill);
+  add_instances(config, a.decode, proxy::InstanceRole::decode);
+  add_instances(config, a.unified, proxy::InstanceRole::both);
   config.api_key = a.api_key;
+  config.admin_key = a.admin_key;
+  config.scheduler.policy = routing::parse_policy_name(a.policy);
   config.timeout = std::chrono::milliseconds(int64_t(a.timeout_s * 1000));
+  config.dispatch.max_attempts = a.max_attempts;
+  config.dispatch.max_queued = a.max_queued;
+  config.dispatch.queue_timeout = std::chrono::milliseconds(int64_t(a.queue_timeout_s * 1000));
+  config.health.interval = std::chrono::milliseconds(a.health_interval_ms);
+  config.health.timeout = std::min(config.health.interval, std::chrono::milliseconds(2000));
   // Declared before the server so that it outlives every handler using it.
   proxy::ProxyServer proxy(config);
 
@@ -67,14 +91,32 @@ void register_proxy(CLI::App& app) {
       "  moengine serve --model models/tiny.gguf --role prefill --port 8100 &\n"
       "  moengine serve --model models/tiny.gguf --role decode --port 8200 &\n"
       "  moengine proxy --prefill http://127.0.0.1:8100 --decode http://127.0.0.1:8200 --port 8000\n"
-      "  moengine proxy --prefill http://p0:8100 http://p1:8100 --decode http://d0:8200 --api-key KEY\n"
+      "  moengine proxy --prefill http://p0:8100 http://p1:8100 --decode http://d0:8200 --policy least_load\n"
+      "  moengine proxy --prefill http://p0:8100 --decode http://d0:8200 --unified http://u0:8300 --admin-key SECRET\n"
       "Each completion runs its prompt at a prefill instance, which hands its KV cache off, and the rest\n"
-      "at a decode instance; the client gets one answer, streamed or not. Instances are taken in turn.\n"
+      "at a decode instance; the client gets one answer, streamed or not. The policy picks the instance of\n"
+      "each leg (docs/proxy.md); under 'cost' a short request may run whole at a free unified instance.\n"
+      "A leg whose instance fails before the client saw any of it runs again at another instance; an\n"
+      "instance that fails 3 times in a row, or does not answer GET /health, takes no traffic until it does.\n"
       "Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models (a decode instance's),\n"
-      "GET /health (every instance's), GET /metrics (the proxy's own). The line 'proxy on http://HOST:PORT'\n"
-      "on stdout says it is ready (with --port 0 it names the port chosen). SIGINT or SIGTERM stops it.");
-  cmd->add_option("--prefill", args->prefill, "Prefill instances, http://HOST:PORT each")->required();
-  cmd->add_option("--decode", args->decode, "Decode instances, http://HOST:PORT each")->required();
+      "GET /health (every instance's state), GET /metrics (the proxy's own), and with --admin-key:\n"
+      "GET /admin/instances, POST /admin/instances/{add,drain,resume,remove}. The line\n"
+      "'proxy on http://HOST:PORT' on stdout says it is ready (with --port 0 it names the port chosen).\n"
+      "SIGINT or SIGTERM stops it.");
+  cmd->add_option("--prefill", args->prefill, "Prefill instances, http://HOST:PORT each");
+  cmd->add_option("--decode", args->decode, "Decode instances, http://HOST:PORT each");
+  cmd->add_option("--unified", args->unified, "Unified instances (serve --role both), http://HOST:PORT each");
+  cmd->add_option("--policy", args->policy, "Routing policy: cost, round_robin, least_load, power_of_two, cache_aware")
+      ->capture_default_str();
+  cmd->add_option("--admin-key", args->admin_key, "Turn the admin API on, behind 'Authorization: Bearer KEY'");
+  cmd->add_option("--max-attempts", args->max_attempts, "Instances one leg may be tried on before the client gets the error")
+      ->capture_default_str();
+  cmd->add_option("--max-queued", args->max_queued, "Requests that may wait for an instance; one more gets 429")
+      ->capture_default_str();
+  cmd->add_option("--queue-timeout-s", args->queue_timeout_s, "A request waiting this long for an instance gets 503")
+      ->capture_default_str();
+  cmd->add_option("--health-interval-ms", args->health_interval_ms, "How often every instance's GET /health is probed")
+      ->capture_default_str();
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   cmd->add_option("--api-key", args->api_key,

@@ -60,6 +60,16 @@ void PrometheusText::labelled_counter(const char* name, const char* help, const 
   }
 }
 
+void PrometheusText::samples(const char* name, const char* help, const char* type,
+                             const std::vector<std::pair<Labels, double>>& values) {
+  head(name, help, type);
+  for (const auto& [labels, v] : values) {
+    std::string all = labels_;
+    for (const auto& [key, value] : labels) all += fmt::format(",{}=\"{}\"", key, escape_label(value));
+    out_ += fmt::format("moengine:{}{{{}}} {}\n", name, all, v);
+  }
+}
+
 void PrometheusText::head(const char* name, const char* help, const char* type) {
   out_ += fmt::format("# HELP moengine:{} {}\n# TYPE moengine:{} {}\n", name, help, name, type);
 }

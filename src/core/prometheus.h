@@ -40,6 +40,10 @@ class PrometheusText {
   void labelled_counter(const char* name, const char* help, const char* label,
                         const std::vector<std::pair<std::string, double>>& values);
 
+  // One metric of `type` ("counter", "gauge") with labels of its own on each sample.
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+  void samples(const char* name, const char* help, const char* type, const std::vector<std::pair<Labels, double>>& values);
+
   std::string take() { return std::move(out_); }
 
  private:

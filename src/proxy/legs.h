@@ -13,6 +13,7 @@
 #include "http/mailbox.h"
 #include "proxy/backends.h"
 #include "proxy/merge.h"
+#include "proxy/policy/routing_request.h"
 #include "proxy/proxy_metrics.h"
 
 namespace moe::proxy {
@@ -25,6 +26,7 @@ struct PdRequest {
   std::string authorization;  // the client's Authorization header, passed on as is
   Identity id;
   http::Clock::time_point arrived;
+  routing::RoutingRequest routing;  // what routing knows of it (request_estimate.h)
 };
 
 struct LegResult {

@@ -1,7 +1,9 @@
 #include "proxy/proxy_server.h"
 
 #include <boost/asio/this_coro.hpp>
+#include <fmt/format.h>
 
+#include "proxy/request_estimate.h"
 #include "proxy/stream_relay.h"
 
 // The coroutines here keep temporaries out of co_await expressions (they are locals first):
@@ -11,8 +13,8 @@ namespace moe::proxy {
 
 namespace {
 
-http::Response json_response(const Json& body) {
-  http::Response res{http::Status::ok, 11};
+http::Response json_response(const Json& body, http::Status status = http::Status::ok) {
+  http::Response res{status, 11};
   res.set(http::Field::content_type, "application/json");
   res.body() = body.dump(-1, ' ', false, Json::error_handler_t::replace);
   return res;
@@ -20,15 +22,26 @@ http::Response json_response(const Json& body) {
 
 bool answered_ok(const LegResult& r) { return r.response && r.response->status / 100 == 2; }
 
-Json health_list(const std::vector<Backend>& backends, const std::vector<bool>& healthy) {
-  Json list = Json::array();
-  for (size_t i = 0; i < backends.size(); ++i) list.push_back(Json{{"url", backends[i].url}, {"healthy", bool(healthy[i])}});
-  return list;
+double seconds_since_start(http::Clock::time_point t) {
+  static const http::Clock::time_point start = http::Clock::now();
+  return std::chrono::duration<double>(t - start).count();
+}
+
+std::optional<std::string> bearer(const http::Request& req) {
+  const std::string_view auth = req[http::Field::authorization];
+  if (!auth.starts_with("Bearer ")) return std::nullopt;
+  return std::string(auth.substr(7));
 }
 
 }  // namespace
 
-ProxyServer::ProxyServer(ProxyConfig config) : config_(std::move(config)), backends_(config_.prefill, config_.decode) {}
+ProxyServer::ProxyServer(ProxyConfig config)
+    : config_(std::move(config)),
+      registry_(config_.instances, config_.breaker),
+      scheduler_(registry_, config_.scheduler),
+      dispatch_(registry_, scheduler_, config_.dispatch) {
+  monitor_ = std::make_unique<HealthMonitor>(registry_, config_.health);
+}
 
 http::Response ProxyServer::http_error(http::Status status, const std::string& message) {
   return error_response(http::http_error(status, message));
@@ -42,6 +55,10 @@ http::Router ProxyServer::router() {
   r.add(V::get, "/v1/models", [this](http::Exchange& ex) { return models(ex); });
   r.add(V::get, "/health", [this](http::Exchange& ex) { return health(ex); });
   r.add(V::get, "/metrics", [this](http::Exchange& ex) { return metrics(ex); });
+  r.add(V::get, "/admin/instances", [this](http::Exchange& ex) { return admin(ex, "list"); });
+  for (const char* action : {"add", "drain", "resume", "remove"}) {
+    r.add(V::post, fmt::format("/admin/instances/{}", action), [this, action](http::Exchange& ex) { return admin(ex, action); });
+  }
   return r;
 }
 
@@ -50,6 +67,14 @@ std::optional<ApiError> ProxyServer::check_api_key(const http::Request& req) con
   const std::string_view auth = req[http::Field::authorization];
   if (auth.empty()) return unauthorized("missing API key: send it as the header \"Authorization: Bearer <key>\"");
   if (auth != "Bearer " + config_.api_key) return unauthorized("incorrect API key provided");
+  return std::nullopt;
+}
+
+std::optional<ApiError> ProxyServer::check_admin_key(const http::Request& req) const {
+  if (config_.admin_key.empty()) return admin_forbidden("the admin API is off: start the proxy with --admin-key");
+  if (bearer(req) != config_.admin_key) {
+    return admin_forbidden("missing or incorrect admin key: send it as the header \"Authorization: Bearer <admin key>\"");
+  }
   return std::nullopt;
 }
 
@@ -65,17 +90,17 @@ asio::awaitable<void> ProxyServer::generate(http::Exchange& ex, Api api) {
     }
   }
   if (error) {
-    http::Response res = error_response(*error);
-    co_await answer(ex, std::move(res));
+    co_await answer_error(ex, *error);
     co_return;
   }
   request.api = api;
   request.target = std::string(ex.path());
   request.authorization = std::string(ex.request()[http::Field::authorization]);
   request.id = new_identity(api);
+  request.routing = routing_request(api, request.body, request.id.id, seconds_since_start(request.arrived));
   if (wants_stream(request.body)) {
-    StreamRelay relay(ex, request, metrics_, StreamLimits{config_.timeout, config_.release_timeout});
-    co_await relay.run(backends_);
+    StreamRelay relay(ex, request, metrics_, dispatch_, StreamLimits{config_.timeout, config_.release_timeout});
+    co_await relay.run();
   } else {
     co_await collect(ex, request);
   }
@@ -87,32 +112,87 @@ asio::awaitable<void> ProxyServer::answer(http::Exchange& ex, http::Response res
   co_await ex.respond(std::move(res));
 }
 
-asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& request) {
-  const auto executor = co_await asio::this_coro::executor;
-  const Backend& p = backends_.next_prefill();
-  http::HttpClient p_client(executor, p.base, client_options());
-  http::HttpRequest p_request = leg_request(request, prefill_body(request.body));
-  const std::optional<LegResult> p_result =
-      co_await ex.unless_client_gone(fetch_leg(p_client, Leg::kPrefill, p, std::move(p_request)));
-  if (!p_result) {
-    metrics_.count_request(kClientClosed);
-    co_return;
-  }
-  if (!answered_ok(*p_result)) {
-    co_await answer_failure(ex, Leg::kPrefill, *p_result);
-    co_return;
-  }
+asio::awaitable<void> ProxyServer::answer_error(http::Exchange& ex, const ApiError& e) {
+  http::Response res = error_response(e);
+  co_await answer(ex, std::move(res));
+}
 
+asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(http::Exchange& ex, const PdRequest& request,
+                                                                             Leg leg, const Json& handoff) {
+  const auto executor = co_await asio::this_coro::executor;
+  std::vector<std::string> tried;
+  std::optional<Served> served, failed;
+  for (int attempt = 1; !served; ++attempt) {
+    const std::optional<Picked> picked = co_await ex.unless_client_gone(dispatch_.pick(leg, request.routing, tried));
+    if (!picked) break;
+    if (failed && !picked->route.instance) {
+      served = std::move(failed);
+      break;
+    }
+    if (picked->error) {
+      co_await answer_error(ex, *picked->error);
+      break;
+    }
+    const InstancePtr instance = picked->route.instance;
+    const bool whole = leg == Leg::kPrefill && picked->route.decision.whole_request;
+    LoadTicket load = leg == Leg::kPrefill ? dispatch_.prefill_load(instance, request.routing)
+                                           : dispatch_.decode_load(instance, request.routing);
+    const bool alone = leg == Leg::kPrefill && dispatch_.alone(*instance);
+    const Json body = leg == Leg::kDecode ? decode_body(request.body, handoff) : whole ? request.body : prefill_body(request.body);
+    http::HttpClient client(executor, instance->backend().base, client_options());
+    http::HttpRequest leg_req = leg_request(request, body);
+    const http::Clock::time_point started = http::Clock::now();
+    std::optional<LegResult> result =
+        co_await ex.unless_client_gone(fetch_leg(client, leg, instance->backend(), std::move(leg_req)));
+    if (!result) break;
+    // A 2xx that is not the protocol's is caught by the caller, which names the instance.
+    const bool fault = instance_fault(*result);
+    dispatch_.report(*instance, fault);
+    if (fault) {
+      metrics_.count_leg_failure(leg);
+      if (attempt < dispatch_.config().max_attempts) {
+        tried.push_back(instance->name());
+        failed = Served{instance, std::move(*result), whole};
+        continue;
+      }
+    }
+    if (alone && answered_ok(*result) && !whole) {
+      const Json answer = Json::parse(result->response->body, nullptr, false);
+      const Json* usage = member(answer, "usage");
+      const Json* prompt = usage ? member(*usage, "prompt_tokens") : nullptr;
+      const Json* details = usage ? member(*usage, "prompt_tokens_details") : nullptr;
+      const Json* cached = details ? member(*details, "cached_tokens") : nullptr;
+      if (prompt && prompt->is_number_integer()) {
+        const int64_t n_cached = cached && cached->is_number_integer() ? cached->get<int64_t>() : 0;
+        dispatch_.registry().observe_prefill(*instance, prompt->get<int64_t>() - n_cached, n_cached,
+                                             std::chrono::duration<double>(http::Clock::now() - started).count());
+      }
+    }
+    served = Served{instance, std::move(*result), whole};
+  }
+  if (!served && !ex.responded()) metrics_.count_request(kClientClosed);
+  co_return served;
+}
+
+asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& request) {
+  const std::optional<Served> p = co_await collect_leg(ex, request, Leg::kPrefill, Json());
+  if (!p) co_return;
+  if (!answered_ok(p->result)) {
+    co_await answer_failure(ex, p->result);
+    co_return;
+  }
+  const Backend& pb = p->instance->backend();
   Json p_answer, handoff;
   std::string broken;
   try {
-    p_answer = parse_answer(p_result->response->body);
-    handoff = handoff_of(p_answer);
+    p_answer = parse_answer(p->result.response->body);
+    if (!p->whole) handoff = handoff_of(p_answer);
   } catch (const ProtocolError& e) {
-    broken = protocol_failure(Leg::kPrefill, p, e.what());
+    broken = protocol_failure(Leg::kPrefill, pb, e.what());
   }
   if (!broken.empty()) {
-    co_await answer_gateway(ex, Leg::kPrefill, broken);
+    metrics_.count_leg_failure(Leg::kPrefill);
+    co_await answer_error(ex, bad_gateway(broken));
     co_return;
   }
   if (handoff.is_null()) {
@@ -122,48 +202,36 @@ asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& 
     co_return;
   }
 
-  const Backend& d = backends_.next_decode();
-  http::HttpClient d_client(executor, d.base, client_options());
-  http::HttpRequest d_request = leg_request(request, decode_body(request.body, handoff));
-  const std::optional<LegResult> d_result = co_await ex.unless_client_gone(fetch_leg(d_client, Leg::kDecode, d, std::move(d_request)));
+  const auto executor = co_await asio::this_coro::executor;
+  const std::optional<Served> d = co_await collect_leg(ex, request, Leg::kDecode, handoff);
   // D answered nothing usable, so it will not take the KV blocks P holds for it.
-  if (!d_result || !answered_ok(*d_result)) release_handoff(executor, p, handoff, request.authorization, config_.release_timeout);
-  if (!d_result) {
-    metrics_.count_request(kClientClosed);
+  if (!d || !answered_ok(d->result)) release_handoff(executor, pb, handoff, request.authorization, config_.release_timeout);
+  if (!d) co_return;
+  if (!answered_ok(d->result)) {
+    co_await answer_failure(ex, d->result);
     co_return;
   }
-  if (!answered_ok(*d_result)) {
-    co_await answer_failure(ex, Leg::kDecode, *d_result);
-    co_return;
-  }
-
   Json merged;
   try {
-    merged = merge_answers(request.api, p_answer, parse_answer(d_result->response->body), request.id);
+    merged = merge_answers(request.api, p_answer, parse_answer(d->result.response->body), request.id);
   } catch (const ProtocolError& e) {
-    broken = protocol_failure(Leg::kDecode, d, e.what());
+    broken = protocol_failure(Leg::kDecode, d->instance->backend(), e.what());
   }
   if (!broken.empty()) {
-    co_await answer_gateway(ex, Leg::kDecode, broken);
+    metrics_.count_leg_failure(Leg::kDecode);
+    co_await answer_error(ex, bad_gateway(broken));
     co_return;
   }
   http::Response res = json_response(merged);
   co_await answer(ex, std::move(res));
 }
 
-asio::awaitable<void> ProxyServer::answer_failure(http::Exchange& ex, Leg leg, const LegResult& result) {
+asio::awaitable<void> ProxyServer::answer_failure(http::Exchange& ex, const LegResult& result) {
   if (!result.response) {
-    co_await answer_gateway(ex, leg, result.failure);
+    co_await answer_error(ex, bad_gateway(result.failure));
     co_return;
   }
-  if (result.response->status >= 500) metrics_.count_leg_failure(leg);
   http::Response res = relayed(*result.response);
-  co_await answer(ex, std::move(res));
-}
-
-asio::awaitable<void> ProxyServer::answer_gateway(http::Exchange& ex, Leg leg, const std::string& message) {
-  metrics_.count_leg_failure(leg);
-  http::Response res = error_response(bad_gateway(message));
   co_await answer(ex, std::move(res));
 }
 
@@ -178,7 +246,13 @@ asio::awaitable<void> ProxyServer::models(http::Exchange& ex) {
   request.target = "/v1/models";
   const std::string_view auth = ex.request()[http::Field::authorization];
   if (!auth.empty()) request.headers.emplace_back("Authorization", std::string(auth));
-  const Backend& d = backends_.next_decode();
+  const Route route = scheduler_.route(Leg::kDecode, routing::RoutingRequest{"models", 1, 1, 0}, {});
+  if (!route.instance) {
+    http::Response res = error_response(no_instance("no decode instance is up: " + route.decision.detail));
+    co_await ex.respond(std::move(res));
+    co_return;
+  }
+  const Backend& d = route.instance->backend();
   const auto executor = co_await asio::this_coro::executor;
   http::HttpClient client(executor, d.base, client_options());
   const std::optional<LegResult> r = co_await ex.unless_client_gone(fetch_leg(client, Leg::kDecode, d, std::move(request)));
@@ -190,18 +264,72 @@ asio::awaitable<void> ProxyServer::models(http::Exchange& ex) {
 asio::awaitable<void> ProxyServer::metrics(http::Exchange& ex) {
   http::Response res{http::Status::ok, 11};
   res.set(http::Field::content_type, "text/plain; version=0.0.4");
-  res.body() = metrics_.prometheus_text();
+  PrometheusText out("");
+  scheduler_.write_metrics(out);
+  write_instance_metrics(out, registry_.snapshot(Clock::now()));
+  out.gauge("proxy_queued_requests", "Requests waiting for an instance to take them.", double(dispatch_.queued()));
+  res.body() = metrics_.prometheus_text() + out.take();
   co_await ex.respond(std::move(res));
 }
 
 asio::awaitable<void> ProxyServer::health(http::Exchange& ex) {
-  const Health h = co_await probe_health(backends_, config_.health_timeout);
-  const bool ready = h.ready();
-  http::Response res = json_response(Json{{"status", ready ? "ok" : "unavailable"},
-                                          {"prefill", health_list(backends_.prefill(), h.prefill)},
-                                          {"decode", health_list(backends_.decode(), h.decode)}});
-  if (!ready) res.result(http::Status::service_unavailable);
+  const Registry::Snapshot s = registry_.snapshot(Clock::now());
+  bool prefill = false, decode = false;
+  for (const routing::InstanceView& v : s.views) {
+    if (!v.healthy || v.draining) continue;
+    prefill |= v.role != InstanceRole::decode;
+    decode |= v.role != InstanceRole::prefill;
+  }
+  const bool ready = prefill && decode;
+  http::Response res = json_response(Json{{"status", ready ? "ok" : "unavailable"}, {"instances", registry_.describe(Clock::now())}},
+                                     ready ? http::Status::ok : http::Status::service_unavailable);
   co_await ex.respond(std::move(res));
+}
+
+// Not a coroutine: GCC 12 rejects these fmt calls and catch clauses inside one.
+ProxyServer::AdminOutcome ProxyServer::admin_action(const http::Request& req, const std::string& action) {
+  AdminOutcome out;
+  std::optional<ApiError> error = check_admin_key(req);
+  if (!error && action == "list") out.res = json_response(Json{{"instances", registry_.describe(Clock::now())}});
+  if (!error && action != "list") {
+    try {
+      const Json body = Json::parse(req.body());
+      if (action == "add") {
+        InstanceSpec spec;
+        spec.url = body.at("url").get<std::string>();
+        spec.name = body.value("name", std::string());
+        spec.role = parse_instance_role(body.value("role", std::string("both")));
+        spec.weight = body.value("weight", 1.0);
+        out.added = registry_.add(std::move(spec));
+        out.res = json_response(Json{{"added", out.added->name()}}, http::Status::created);
+      } else {
+        const Json* name = member(body, "name");
+        if (!name || !name->is_string()) throw bad_admin_request("the body must name the instance: {\"name\": \"...\"}");
+        const std::string n = name->get<std::string>();
+        const bool found = action == "remove" ? registry_.remove(n) : registry_.set_draining(n, action == "drain");
+        if (!found) throw unknown_instance(fmt::format("no instance is named {}", n));
+        out.res = json_response(Json{{"instance", n}, {"action", action}});
+      }
+    } catch (const ApiError& e) {
+      error = e;
+    } catch (const Json::exception& e) {
+      error = bad_admin_request(fmt::format("bad admin request: {}", e.what()));
+    } catch (const Error& e) {
+      error = bad_admin_request(e.what());
+    }
+  }
+  if (error) out.res = error_response(*error);
+  return out;
+}
+
+asio::awaitable<void> ProxyServer::admin(http::Exchange& ex, const std::string& action) {
+  AdminOutcome out = admin_action(ex.request(), action);
+  // A new instance is probed before the answer: routing can use it from the next request.
+  if (out.added) {
+    std::vector<InstancePtr> probed{out.added};
+    co_await probe_all(registry_, std::move(probed), config_.health.timeout);
+  }
+  co_await ex.respond(std::move(out.res));
 }
 
 }  // namespace moe::proxy

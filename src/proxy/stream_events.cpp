@@ -33,7 +33,7 @@ Relay StreamRewriter::prefill_event(std::string_view data) {
   Json* choice = first_choice(*chunk);
   const bool text = choice && !choice_text(*choice).empty();
   const Json* finish = choice ? member(*choice, "finish_reason") : nullptr;
-  if (finish && !finish->is_null()) {
+  if (finish && !finish->is_null() && !whole_) {
     handoff_ = handoff_of(*chunk);
     if (handed_off()) {
       if (!text) return {};

@@ -33,6 +33,10 @@ class StreamRewriter {
   // D's events, in order, after P handed off.
   Relay decode_event(std::string_view data);
 
+  // The request runs whole at a unified instance: its stream is the answer, with no
+  // "kv_transfer_params" to look for.
+  void expect_whole_answer() { whole_ = true; }
+
   bool handed_off() const { return !handoff_.is_null(); }
   // P's hand-off (null before its finish chunk, or when the request ended at P).
   const Json& handoff() const { return handoff_; }
@@ -47,6 +51,7 @@ class StreamRewriter {
   Json handoff_;
   TextEnd p_text_;
   bool done_ = false;
+  bool whole_ = false;
 };
 
 }  // namespace moe::proxy

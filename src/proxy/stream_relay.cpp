@@ -20,24 +20,77 @@ std::string error_event(Leg leg, const Backend& b, const http::HttpResponse& ans
   return error_body(bad_gateway(fmt::format("{} instance {} answered HTTP {}: {}", leg_name(leg), b.url, answer.status, answer.body)));
 }
 
+int64_t integer_member(const Json& j, std::string_view key) {
+  const Json* v = member(j, key);
+  return v && v->is_number_integer() ? v->get<int64_t>() : 0;
+}
+
 }  // namespace
 
-StreamRelay::StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, StreamLimits limits)
-    : ex_(ex), request_(request), metrics_(metrics), limits_(limits), rewriter_(request.id) {}
+StreamRelay::StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, Dispatch& dispatch,
+                         StreamLimits limits)
+    : ex_(ex), request_(request), metrics_(metrics), dispatch_(dispatch), limits_(limits), rewriter_(request.id) {}
 
-asio::awaitable<void> StreamRelay::run(Backends& backends) {
-  const Backend& p = backends.next_prefill();
-  const Json p_body = prefill_body(request_.body);
-  co_await leg(Leg::kPrefill, p, p_body);
-  if (rewriter_.handed_off()) {
-    if (!ended_ && !ex_.client_gone()) {
-      const Json d_body = decode_body(request_.body, rewriter_.handoff());
-      co_await leg(Leg::kDecode, backends.next_decode(), d_body);
-    }
+asio::awaitable<void> StreamRelay::run() {
+  const InstancePtr p = co_await attempts(Leg::kPrefill);
+  if (p && rewriter_.handed_off()) {
+    if (!ended_ && !ex_.client_gone()) co_await attempts(Leg::kDecode);
     const auto executor = co_await asio::this_coro::executor;
-    if (!decode_started_) release_handoff(executor, p, rewriter_.handoff(), request_.authorization, limits_.release_timeout);
+    if (!decode_started_) release_handoff(executor, p->backend(), rewriter_.handoff(), request_.authorization, limits_.release_timeout);
   }
   if (!ex_.responded()) metrics_.count_request(kClientClosed);
+}
+
+asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
+  std::vector<std::string> tried;
+  InstancePtr served;
+  unsent_failure_.reset();
+  for (int attempt = 1; !served && !ended_ && !ex_.client_gone(); ++attempt) {
+    const std::optional<Picked> picked = co_await ex_.unless_client_gone(dispatch_.pick(which, request_.routing, tried));
+    if (!picked) break;
+    if (unsent_failure_ && !picked->route.instance) {
+      co_await fail(unsent_failure_->first, unsent_failure_->second);
+      break;
+    }
+    if (picked->error) {
+      co_await fail_with(*picked->error);
+      break;
+    }
+    const InstancePtr instance = picked->route.instance;
+    if (which == Leg::kPrefill && picked->route.decision.whole_request) {
+      whole_ = true;
+      rewriter_.expect_whole_answer();
+    }
+    LoadTicket load = which == Leg::kPrefill ? dispatch_.prefill_load(instance, request_.routing)
+                                             : dispatch_.decode_load(instance, request_.routing);
+    const bool alone = which == Leg::kPrefill && dispatch_.alone(*instance);
+    leg_relayed_ = retry_ = instance_fault_ = false;
+    leg_first_event_.reset();
+    may_retry_ = attempt < dispatch_.config().max_attempts;
+    const http::Clock::time_point started = http::Clock::now();
+    const Json body = which == Leg::kDecode ? decode_body(request_.body, rewriter_.handoff())
+                      : whole_              ? request_.body
+                                            : prefill_body(request_.body);
+    co_await leg(which, instance->backend(), body);
+    dispatch_.report(*instance, instance_fault_);
+    if (retry_) {
+      tried.push_back(instance->name());
+      continue;
+    }
+    if (alone && rewriter_.handed_off()) learn_prefill_time(*instance, started);
+    served = instance;
+  }
+  co_return served;
+}
+
+void StreamRelay::learn_prefill_time(Instance& p, http::Clock::time_point started) {
+  if (!leg_first_event_) return;
+  const Json& h = rewriter_.handoff();
+  const Json* ids = member(h, "prompt_token_ids");
+  if (!ids || !ids->is_array()) return;
+  const int64_t cached = integer_member(h, "prompt_cached_tokens");
+  const double seconds = std::chrono::duration<double>(*leg_first_event_ - started).count();
+  dispatch_.registry().observe_prefill(p, int64_t(ids->size()) - cached, cached, seconds);
 }
 
 asio::awaitable<void> StreamRelay::leg(Leg leg, const Backend& b, const Json& body) {
@@ -64,10 +117,11 @@ asio::awaitable<void> StreamRelay::relay(Leg leg, const Backend& b, LegMailbox& 
       broken = !take(leg, b, std::get<LegEvent>(item), out);
       if (broken) break;
     }
+    if (!out.empty()) leg_relayed_ = true;
     const bool sent = co_await send(out);
     if (!sent) co_return;
     if (broken) {
-      co_await fail_gateway(leg, failure_);
+      co_await instance_failed(leg, failure_);
       co_return;
     }
     if (end) {
@@ -78,6 +132,7 @@ asio::awaitable<void> StreamRelay::relay(Leg leg, const Backend& b, LegMailbox& 
 }
 
 bool StreamRelay::take(Leg leg, const Backend& b, const LegEvent& e, std::vector<std::string>& out) {
+  if (!leg_first_event_) leg_first_event_ = e.at;
   Relay r;
   try {
     r = leg == Leg::kPrefill ? rewriter_.prefill_event(e.data) : rewriter_.decode_event(e.data);
@@ -95,7 +150,7 @@ asio::awaitable<void> StreamRelay::finish(Leg leg, const Backend& b, const LegRe
   // P's part ended with its finish chunk; whatever it sent after is not the client's.
   if (leg == Leg::kPrefill && rewriter_.handed_off()) co_return;
   if (!result.response) {
-    co_await fail_gateway(leg, result.failure);
+    co_await instance_failed(leg, result.failure);
     co_return;
   }
   const http::HttpResponse& answer = *result.response;
@@ -106,18 +161,38 @@ asio::awaitable<void> StreamRelay::finish(Leg leg, const Backend& b, const LegRe
   }
   if (answer.streamed) {
     const std::string message = protocol_failure(leg, b, "its event stream ended before [DONE]");
-    co_await fail_gateway(leg, message);
+    co_await instance_failed(leg, message);
     co_return;
   }
   if (answer.status / 100 == 2) {
     const std::string message = protocol_failure(leg, b, fmt::format("HTTP {} without an event stream", answer.status));
-    co_await fail_gateway(leg, message);
+    co_await instance_failed(leg, message);
     co_return;
   }
-  if (answer.status >= 500) metrics_.count_leg_failure(leg);
   const std::string event = error_event(leg, b, answer);
   const http::Response whole = relayed(answer);
+  if (instance_fault(result)) {
+    instance_fault_ = true;
+    metrics_.count_leg_failure(leg);
+    if (may_retry_ && !leg_relayed_) {
+      retry_ = true;
+      unsent_failure_.emplace(event, whole);
+      co_return;
+    }
+  }
   co_await fail(event, whole);
+}
+
+asio::awaitable<void> StreamRelay::instance_failed(Leg leg, const std::string& message) {
+  instance_fault_ = true;
+  metrics_.count_leg_failure(leg);
+  const ApiError e = bad_gateway(message);
+  if (may_retry_ && !leg_relayed_) {
+    retry_ = true;
+    unsent_failure_.emplace(error_body(e), error_response(e));
+    co_return;
+  }
+  co_await fail_with(e);
 }
 
 // No early co_return: GCC 12 miscompiles a coroutine returning a value whose first
@@ -144,9 +219,7 @@ asio::awaitable<void> StreamRelay::fail(const std::string& event, const http::Re
   if (co_await ex_.send_events(last)) co_await ex_.end_events();
 }
 
-asio::awaitable<void> StreamRelay::fail_gateway(Leg leg, const std::string& message) {
-  metrics_.count_leg_failure(leg);
-  const ApiError e = bad_gateway(message);
+asio::awaitable<void> StreamRelay::fail_with(const ApiError& e) {
   const std::string event = error_body(e);
   const http::Response whole = error_response(e);
   co_await fail(event, whole);

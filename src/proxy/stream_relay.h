@@ -4,13 +4,20 @@
 // cancels the leg at once (its connection is closed, which the instance takes as an abort).
 // The client's stream starts with the first event there is to relay; until then an
 // instance's error answer is relayed with its own status, after it as an SSE error event.
+//
+// A leg whose instance fails before anything of that leg reached the client (unreachable,
+// broke off, 5xx, 429, outside the protocol) runs again at another instance, up to the
+// dispatch's max_attempts: P's leg at another P, D's at another D with the same hand-off
+// (P still holds the blocks; a D that finds the lease gone recomputes the prompt). The
+// routing may instead send the whole request to a unified instance, whose stream is then
+// the answer.
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "http/exchange.h"
-#include "proxy/backends.h"
+#include "proxy/dispatch.h"
 #include "proxy/legs.h"
 #include "proxy/stream_events.h"
 
@@ -23,33 +30,51 @@ struct StreamLimits {
 
 class StreamRelay {
  public:
-  StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, StreamLimits limits);
+  StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, Dispatch& dispatch, StreamLimits limits);
 
   // Runs the request to its end, and counts it by the HTTP status the client got
   // (kClientClosed when it left before any).
-  asio::awaitable<void> run(Backends& backends);
+  asio::awaitable<void> run();
 
  private:
+  // Runs `leg` at instances picked one after another until one serves it, the client
+  // leaves, or the attempts run out. Returns the instance that served it (null otherwise).
+  asio::awaitable<InstancePtr> attempts(Leg which);
   asio::awaitable<void> leg(Leg leg, const Backend& b, const Json& body);
   asio::awaitable<void> relay(Leg leg, const Backend& b, LegMailbox& mailbox);
   // Rewrites one event into `out`; false when it broke the protocol (failure_ says how).
   bool take(Leg leg, const Backend& b, const LegEvent& e, std::vector<std::string>& out);
   asio::awaitable<void> finish(Leg leg, const Backend& b, const LegResult& result);
+  // The leg failed through its instance: retried elsewhere if it may be, else the client's
+  // answer ends with a 502.
+  asio::awaitable<void> instance_failed(Leg leg, const std::string& message);
   // Sends events, starting the client's stream first if need be; false when the client left.
   asio::awaitable<bool> send(const std::vector<std::string>& events);
   // Ends the client's answer with an error: a whole response before the stream started,
   // else an error event, [DONE] and the end of the stream.
   asio::awaitable<void> fail(const std::string& body, const http::Response& whole);
-  asio::awaitable<void> fail_gateway(Leg leg, const std::string& message);
+  asio::awaitable<void> fail_with(const ApiError& e);
   void time_text(http::Clock::time_point at);
+  void learn_prefill_time(Instance& p, http::Clock::time_point started);
 
   http::Exchange& ex_;
   const PdRequest& request_;
   ProxyMetrics& metrics_;
+  Dispatch& dispatch_;
   StreamLimits limits_;
   StreamRewriter rewriter_;
+  bool whole_ = false;           // the request runs whole at a unified instance
   bool ended_ = false;           // the client's answer is complete
   bool decode_started_ = false;  // D sent its first event: it has the KV and owns the lease
+  // The current leg: whether any of it reached the client, whether it may still be retried
+  // elsewhere, and whether it failed through its instance (retried or not).
+  bool leg_relayed_ = false;
+  bool may_retry_ = false;
+  bool retry_ = false;
+  bool instance_fault_ = false;
+  std::optional<http::Clock::time_point> leg_first_event_;
+  // The failure a retried leg did not send: the client's answer if no other instance is left.
+  std::optional<std::pair<std::string, http::Response>> unsent_failure_;
   std::string failure_;
   std::optional<http::Clock::time_point> last_text_;
 };

@@ -147,7 +147,10 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
     p.gen.params.remote_decode = p.gen.params.max_tokens > 1;
     p.meta.kv_transfer = [this, prompt = p.prompt](const RequestOutput& out) -> Json {
       if (!out.kv || out.tokens.empty()) return nullptr;
-      return disagg::to_json(agent_->handoff(out.kv->table, out.id, prompt, out.tokens.back().token));
+      Json handoff = disagg::to_json(agent_->handoff(out.kv->table, out.id, prompt, out.tokens.back().token));
+      // For a router's prefill-time model: how much of the prompt P did not compute.
+      handoff["prompt_cached_tokens"] = out.n_cached_tokens;
+      return handoff;
     };
   }
 

@@ -33,6 +33,7 @@ http::Router OpenAiServer::router() {
   r.add(V::get, "/health", [this](http::Exchange& ex) { return send(ex, health()); });
   r.add(V::get, "/internal/kv/info", [this](http::Exchange& ex) { return send(ex, kv_info()); });
   r.add(V::post, "/internal/kv/release", [this](http::Exchange& ex) { return release_lease(ex); });
+  r.add(V::get, "/internal/kv/blocks", [this](http::Exchange& ex) { return kv_blocks(ex); });
   r.add(V::get, "/metrics", [this](http::Exchange& ex) { return send(ex, metrics()); });
   r.add(V::post, "/tokenize", [this](http::Exchange& ex) { return send(ex, tokenize(ex.request())); });
   r.add(V::post, "/detokenize", [this](http::Exchange& ex) { return send(ex, detokenize(ex.request())); });
@@ -69,7 +70,19 @@ http::Response OpenAiServer::models(const http::Request& req) const {
 }
 
 http::Response OpenAiServer::health() const {
-  return json_response(Json{{"status", "ok"}, {"engine_id", config_.engine_id}, {"role", disagg::role_name(config_.role)}});
+  // Capacity and load, for a router in front: requests it takes before answering 429, and
+  // KV positions in all and in use.
+  const EngineMetrics m = engine_.metrics();
+  const AsyncEngineConfig& c = engine_.config();
+  const int64_t block = c.engine.block_size;
+  return json_response(Json{{"status", "ok"},
+                            {"engine_id", config_.engine_id},
+                            {"role", disagg::role_name(config_.role)},
+                            {"capacity", {{"max_sequences", int64_t(c.engine.scheduler.max_num_seqs) + int64_t(c.max_waiting)},
+                                          {"kv_tokens", m.kv_blocks_total * block}}},
+                            {"load", {{"running", m.num_requests_running},
+                                      {"waiting", m.num_requests_waiting},
+                                      {"kv_tokens", m.kv_blocks_used * block}}}});
 }
 
 http::Response OpenAiServer::kv_info() const {

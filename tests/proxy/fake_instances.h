@@ -4,7 +4,7 @@
 // P answers " A" and hands off, unless its prompt is "short" (the request ends at P:
 // kv_transfer_params null) or "reject" (HTTP 400); D answers " B C", or HTTP 503 to the
 // prompt "overload". A hanging D never answers: it waits for its client to leave and
-// counts that.
+// counts that. A failing instance answers /health but every completion with HTTP 500.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -30,6 +30,8 @@ inline const std::string kReject =
     R"({"error":{"message":"bad prompt","type":"invalid_request_error","param":"prompt","code":"invalid_value"}})";
 inline const std::string kOverloaded =
     R"({"error":{"message":"no KV blocks","type":"server_error","param":null,"code":"overloaded"}})";
+inline const std::string kBroken =
+    R"({"error":{"message":"engine failed","type":"server_error","param":null,"code":"internal_error"}})";
 inline const std::string kModels = R"({"object":"list","data":[{"id":"m","object":"model"}]})";
 
 // The start of every answer and event, up to "model": where the proxy puts its own id and
@@ -97,7 +99,7 @@ struct Seen {
 
 class FakeInstance {
  public:
-  enum class Kind { kPrefill, kDecode, kHangingDecode };
+  enum class Kind { kPrefill, kDecode, kHangingDecode, kFailing };
 
   explicit FakeInstance(Kind kind) : kind_(kind) {
     http::Router r;
@@ -164,6 +166,10 @@ class FakeInstance {
       record(ex);
       asio::steady_timer never(co_await asio::this_coro::executor, 5s);
       if (!co_await ex.unless_client_gone(never.async_wait(asio::as_tuple(asio::use_awaitable)))) ++hung_up_;
+      co_return;
+    }
+    if (kind_ == Kind::kFailing) {
+      co_await answer(ex, http::Status::internal_server_error, kBroken);
       co_return;
     }
     if (kind_ == Kind::kPrefill && prompt == "reject") {

@@ -1,6 +1,6 @@
 // The proxy in process, between a client and fake P and D instances (fake_instances.h):
 // merged and streamed answers compared byte for byte, a request that ends at P, P's and D's
-// errors relayed, an unreachable D (502, or an error event once streaming), n > 1, the API key,
+// errors relayed, no D up (503, or an error event once streaming), n > 1, the API key,
 // the lease release when the client leaves after the hand-off, /v1/models, /health and
 // /metrics.
 #include <gtest/gtest.h>
@@ -105,11 +105,13 @@ class Deployment {
 
   static ProxyConfig config(std::vector<std::string> prefill, std::vector<std::string> decode, const std::string& api_key) {
     ProxyConfig c;
-    c.prefill = std::move(prefill);
-    c.decode = std::move(decode);
+    for (const std::string& url : prefill) c.instances.push_back({"prefill", url, InstanceRole::prefill, 1.0});
+    for (const std::string& url : decode) c.instances.push_back({"decode", url, InstanceRole::decode, 1.0});
     c.api_key = api_key;
     c.timeout = std::chrono::seconds(5);
-    c.health_timeout = std::chrono::milliseconds(500);
+    c.health.timeout = std::chrono::milliseconds(500);
+    c.health.interval = std::chrono::seconds(60);  // the first probe only
+    c.dispatch.queue_timeout = std::chrono::milliseconds(200);
     c.release_timeout = std::chrono::seconds(1);
     return c;
   }
@@ -216,15 +218,17 @@ TEST(Proxy, PsErrorIsRelayed) {
   EXPECT_EQ(dep.d().requests("/v1/completions"), 0u);
 }
 
-TEST(Proxy, UnreachableDecodeIs502AndReleasesTheLease) {
+// The only D is down (its probe failed): no instance takes the decode leg within the queue
+// timeout, 503, and P is told to free the hand-off's blocks.
+TEST(Proxy, NoDecodeInstanceUpIs503AndReleasesTheLease) {
   const DeadPort port;
   const std::string dead = port.url();
   Deployment dep(dead);
   const Answer a = call(dep.url(), post("/v1/completions", kCompletion));
-  EXPECT_EQ(a.status, 502);
+  EXPECT_EQ(a.status, 503);
   const Json error = Json::parse(a.body)["error"];
-  EXPECT_TRUE(error["message"].get<std::string>().starts_with("decode instance " + dead + " is unreachable: ")) << a.body;
-  EXPECT_EQ(error["code"], "bad_gateway");
+  EXPECT_TRUE(error["message"].get<std::string>().starts_with("no decode instance could take the request within 200 ms")) << a.body;
+  EXPECT_EQ(error["code"], "no_instance_available");
   const auto released = dep.p().wait_for("/internal/kv/release");
   ASSERT_EQ(released.size(), 1u);
   EXPECT_EQ(released[0].body, R"({"remote_request_id":"req-7"})");
@@ -234,15 +238,15 @@ TEST(Proxy, UnreachableDecodeIs502AndReleasesTheLease) {
   EXPECT_EQ(s.status, 200);
   ASSERT_EQ(s.events.size(), 3u);
   EXPECT_EQ(s.events[0], own_head(false, true, s.events[0]) + testing::chunk_choice(false, " A") + "}");
-  EXPECT_TRUE(Json::parse(s.events[1])["error"]["message"].get<std::string>().starts_with("decode instance " + dead));
+  EXPECT_EQ(Json::parse(s.events[1])["error"]["code"], "no_instance_available");
   EXPECT_EQ(s.events[2], "[DONE]");
   EXPECT_EQ(dep.p().wait_for("/internal/kv/release", 2).size(), 2u);
 
   const std::string metrics = call(dep.url(), get("/metrics")).body;
-  EXPECT_NE(metrics.find("moengine:proxy_leg_failures_total{model_name=\"\",leg=\"decode\"} 2\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("moengine:proxy_leg_failures_total{model_name=\"\",leg=\"prefill\"} 0\n"), std::string::npos);
-  EXPECT_NE(metrics.find("moengine:proxy_requests_total{model_name=\"\",status=\"502\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("moengine:proxy_requests_total{model_name=\"\",status=\"503\"} 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("moengine:proxy_requests_total{model_name=\"\",status=\"200\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("moengine:proxy_instance_up{model_name=\"\",instance=\"decode\",role=\"decode\"} 0\n"),
+            std::string::npos);
 }
 
 TEST(Proxy, DsErrorIsRelayedAndReleasesTheLease) {
@@ -314,19 +318,28 @@ TEST(Proxy, ModelsComeFromADecodeInstance) {
   EXPECT_EQ(dep.d().requests("/v1/models"), 1u);
 }
 
-TEST(Proxy, HealthProbesEveryInstance) {
+TEST(Proxy, HealthSaysWhichInstancesAreUp) {
   Deployment dep;
   const Answer up = call(dep.url(), get("/health"));
   EXPECT_EQ(up.status, 200);
-  EXPECT_EQ(up.body, R"({"status":"ok","prefill":[{"url":")" + dep.p().url() + R"(","healthy":true}],"decode":[{"url":")" +
-                         dep.d().url() + R"(","healthy":true}]})");
+  const Json j = Json::parse(up.body);
+  EXPECT_EQ(j["status"], "ok");
+  ASSERT_EQ(j["instances"].size(), 2u);
+  EXPECT_EQ(j["instances"][0]["url"], dep.p().url());
+  EXPECT_EQ(j["instances"][0]["role"], "prefill");
+  EXPECT_EQ(j["instances"][0]["healthy"], true);
+  EXPECT_EQ(j["instances"][1]["url"], dep.d().url());
   const DeadPort port;
   const std::string dead = port.url();
   Deployment half(dead);
   const Answer down = call(half.url(), get("/health"));
   EXPECT_EQ(down.status, 503);
-  EXPECT_EQ(down.body, R"({"status":"unavailable","prefill":[{"url":")" + half.p().url() + R"(","healthy":true}],"decode":[{"url":")" +
-                           dead + R"(","healthy":false}]})");
+  const Json d = Json::parse(down.body);
+  EXPECT_EQ(d["status"], "unavailable");
+  EXPECT_EQ(d["instances"][0]["healthy"], true);
+  EXPECT_EQ(d["instances"][1]["url"], dead);
+  EXPECT_EQ(d["instances"][1]["healthy"], false);
+  EXPECT_EQ(d["instances"][1]["probe_ok"], false);
 }
 
 TEST(Proxy, MetricsCountRequestsAndTimeTheStream) {

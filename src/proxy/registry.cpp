@@ -1,0 +1,260 @@
+#include "proxy/registry.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace moe::proxy {
+
+namespace {
+
+void apply(routing::InstanceLoad& to, const routing::InstanceLoad& d, int sign) {
+  to.queued_prefill_tokens += sign * d.queued_prefill_tokens;
+  to.prefill_requests += sign * d.prefill_requests;
+  to.waiting_requests += sign * d.waiting_requests;
+  to.running_sequences += sign * d.running_sequences;
+  to.kv_tokens += sign * d.kv_tokens;
+  to.remaining_output_tokens += sign * d.remaining_output_tokens;
+}
+
+template <typename T>
+T field(const nlohmann::json& j, const char* outer, const char* inner) {
+  const auto o = j.find(outer);
+  if (o == j.end() || !o->is_object()) return 0;
+  const auto i = o->find(inner);
+  return i != o->end() && i->is_number() ? i->get<T>() : 0;
+}
+
+}  // namespace
+
+InstanceRole parse_instance_role(const std::string& name) {
+  if (name == "prefill") return InstanceRole::prefill;
+  if (name == "decode") return InstanceRole::decode;
+  if (name == "both") return InstanceRole::both;
+  fail("unknown instance role '{}' (expected prefill, decode or both)", name);
+}
+
+const char* instance_role_name(InstanceRole role) {
+  switch (role) {
+    case InstanceRole::prefill: return "prefill";
+    case InstanceRole::decode: return "decode";
+    case InstanceRole::both: break;
+  }
+  return "both";
+}
+
+HealthReport parse_health_report(const nlohmann::json& body) {
+  HealthReport r;
+  if (!body.is_object()) return r;
+  r.max_sequences = field<int32_t>(body, "capacity", "max_sequences");
+  r.kv_capacity_tokens = field<int64_t>(body, "capacity", "kv_tokens");
+  r.running = field<int32_t>(body, "load", "running");
+  r.waiting = field<int32_t>(body, "load", "waiting");
+  r.kv_tokens_used = field<int64_t>(body, "load", "kv_tokens");
+  return r;
+}
+
+Registry::Registry(const std::vector<InstanceSpec>& instances, BreakerConfig breaker) : breaker_(breaker) {
+  for (const InstanceSpec& spec : instances) add(spec);
+}
+
+InstancePtr Registry::add(InstanceSpec spec) {
+  while (spec.url.ends_with('/')) spec.url.pop_back();
+  if (spec.name.empty()) spec.name = spec.url;
+  if (!(spec.weight > 0)) fail("instance {}: weight must be more than 0, got {}", spec.name, spec.weight);
+  Backend backend{spec.url, {}};
+  try {
+    backend.base = http::parse_url(spec.url);
+  } catch (const Error& e) {
+    fail("instance {}: {}", spec.name, e.what());
+  }
+  const double weight = spec.weight;
+  auto instance = std::make_shared<Instance>(std::move(spec), std::move(backend));
+  instance->weight_ = weight;
+  std::lock_guard lock(mu_);
+  if (find_locked(instance->name())) fail("an instance named {} is already registered", instance->name());
+  instances_.push_back(instance);
+  return instance;
+}
+
+InstancePtr Registry::find_locked(const std::string& name) const {
+  for (const InstancePtr& i : instances_) {
+    if (i->name() == name) return i;
+  }
+  return nullptr;
+}
+
+bool Registry::set_draining(const std::string& name, bool draining) {
+  std::lock_guard lock(mu_);
+  const InstancePtr i = find_locked(name);
+  if (i) i->draining_ = draining;
+  return bool(i);
+}
+
+bool Registry::remove(const std::string& name) {
+  std::lock_guard lock(mu_);
+  const auto it = std::find_if(instances_.begin(), instances_.end(), [&](const InstancePtr& i) { return i->name() == name; });
+  if (it == instances_.end()) return false;
+  (*it)->removed_ = true;
+  instances_.erase(it);
+  return true;
+}
+
+bool Registry::up_locked(const Instance& i, Clock::time_point now) const {
+  return i.probe_ok_ && (!i.open_until_ || now >= *i.open_until_);
+}
+
+bool Registry::up(const Instance& instance, Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  return up_locked(instance, now);
+}
+
+Registry::Snapshot Registry::snapshot(Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  Snapshot s;
+  s.instances = instances_;
+  s.views.reserve(instances_.size());
+  for (const InstancePtr& i : instances_) {
+    routing::InstanceView v;
+    v.id = i->name();
+    v.role = i->role();
+    v.healthy = up_locked(*i, now);
+    v.draining = i->draining_;
+    v.weight = i->weight_;
+    v.capacity.max_sequences = i->reported_.max_sequences;
+    v.capacity.max_kv_tokens = i->reported_.kv_capacity_tokens;
+    // The proxy's own requests there are known at once; what the instance last reported
+    // may include other clients' (and lags by a probe interval).
+    v.load = i->routed_;
+    v.load.waiting_requests = std::max(i->routed_.waiting_requests, i->reported_.waiting);
+    v.load.running_sequences = std::max(i->routed_.running_sequences, i->reported_.running);
+    v.load.kv_tokens = std::max(i->routed_.kv_tokens, i->reported_.kv_tokens_used);
+    v.prefill_time = i->prefill_model_.fit();
+    s.views.push_back(std::move(v));
+  }
+  return s;
+}
+
+std::vector<InstancePtr> Registry::all() const {
+  std::lock_guard lock(mu_);
+  return instances_;
+}
+
+void Registry::report_probe(Instance& instance, const std::optional<HealthReport>& report) {
+  std::lock_guard lock(mu_);
+  auto& i = instance;
+  i.probe_ok_ = report.has_value();
+  if (!report) return;
+  i.reported_ = *report;
+  // An instance that answers its probe again is given traffic again at once.
+  i.open_until_.reset();
+  i.consecutive_failures_ = 0;
+}
+
+void Registry::report_failure(Instance& instance, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  auto& i = instance;
+  const bool half_open = i.open_until_ && now >= *i.open_until_;
+  if (++i.consecutive_failures_ >= breaker_.failures_to_open || half_open) i.open_until_ = now + breaker_.open_for;
+}
+
+void Registry::report_success(Instance& instance) {
+  std::lock_guard lock(mu_);
+  auto& i = instance;
+  i.consecutive_failures_ = 0;
+  i.open_until_.reset();
+}
+
+void Registry::add_load(Instance& instance, const routing::InstanceLoad& delta, int sign) {
+  std::lock_guard lock(mu_);
+  apply(instance.routed_, delta, sign);
+}
+
+void Registry::observe_prefill(Instance& instance, int64_t new_tokens, int64_t cached_tokens, double seconds) {
+  std::lock_guard lock(mu_);
+  instance.prefill_model_.observe(new_tokens, cached_tokens, seconds);
+}
+
+int32_t Registry::prefill_requests(const Instance& instance) const {
+  std::lock_guard lock(mu_);
+  return instance.routed_.prefill_requests;
+}
+
+nlohmann::json Registry::describe(Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  nlohmann::json list = nlohmann::json::array();
+  for (const InstancePtr& i : instances_) {
+    const routing::PrefillTimeFit& fit = i->prefill_model_.fit();
+    list.push_back({{"name", i->name()},
+                    {"url", i->backend().url},
+                    {"role", instance_role_name(i->role())},
+                    {"weight", i->weight_},
+                    {"healthy", up_locked(*i, now)},
+                    {"probe_ok", i->probe_ok_},
+                    {"breaker_open", i->open_until_.has_value() && now < *i->open_until_},
+                    {"draining", i->draining_},
+                    {"routed", {{"prefill_requests", i->routed_.prefill_requests},
+                                {"queued_prefill_tokens", i->routed_.queued_prefill_tokens},
+                                {"decode_requests", i->routed_.running_sequences},
+                                {"kv_tokens", i->routed_.kv_tokens}}},
+                    {"reported", {{"running", i->reported_.running},
+                                  {"waiting", i->reported_.waiting},
+                                  {"kv_tokens", i->reported_.kv_tokens_used},
+                                  {"max_sequences", i->reported_.max_sequences},
+                                  {"kv_capacity_tokens", i->reported_.kv_capacity_tokens}}},
+                    {"prefill_model", {{"observations", i->prefill_model_.observations()},
+                                       {"fixed_s", fit.fixed_s},
+                                       {"per_token_s", fit.per_token_s},
+                                       {"per_pair_s", fit.per_pair_s}}}});
+  }
+  return list;
+}
+
+void write_instance_metrics(PrometheusText& out, const Registry::Snapshot& s) {
+  using Rows = std::vector<std::pair<PrometheusText::Labels, double>>;
+  Rows up, draining, prefill_tokens, decode_requests, kv_tokens;
+  for (const routing::InstanceView& v : s.views) {
+    const PrometheusText::Labels labels{{"instance", v.id}, {"role", instance_role_name(v.role)}};
+    up.push_back({labels, v.healthy ? 1.0 : 0.0});
+    draining.push_back({labels, v.draining ? 1.0 : 0.0});
+    prefill_tokens.push_back({labels, double(v.load.queued_prefill_tokens)});
+    decode_requests.push_back({labels, double(v.load.running_sequences)});
+    kv_tokens.push_back({labels, double(v.load.kv_tokens)});
+  }
+  out.samples("proxy_instance_up", "Whether the instance takes traffic (probe answered, breaker closed).", "gauge", up);
+  out.samples("proxy_instance_draining", "Whether the instance is draining (takes nothing new).", "gauge", draining);
+  out.samples("proxy_instance_queued_prefill_tokens", "Prompt tokens the proxy has routed there that are still prefilling.",
+              "gauge", prefill_tokens);
+  out.samples("proxy_instance_running_requests", "Requests running there (the larger of the proxy's count and the instance's).",
+              "gauge", decode_requests);
+  out.samples("proxy_instance_kv_tokens", "KV tokens held there (the larger of the proxy's estimate and the instance's report).",
+              "gauge", kv_tokens);
+}
+
+LoadTicket::LoadTicket(Registry& registry, InstancePtr instance, const routing::InstanceLoad& load)
+    : registry_(&registry), instance_(std::move(instance)), load_(load) {
+  registry_->add_load(*instance_, load_, +1);
+}
+
+LoadTicket::~LoadTicket() { release(); }
+
+LoadTicket::LoadTicket(LoadTicket&& other) noexcept
+    : registry_(std::exchange(other.registry_, nullptr)), instance_(std::move(other.instance_)), load_(other.load_) {}
+
+LoadTicket& LoadTicket::operator=(LoadTicket&& other) noexcept {
+  if (this != &other) {
+    release();
+    registry_ = std::exchange(other.registry_, nullptr);
+    instance_ = std::move(other.instance_);
+    load_ = other.load_;
+  }
+  return *this;
+}
+
+void LoadTicket::release() {
+  if (registry_ == nullptr) return;
+  registry_->add_load(*instance_, load_, -1);
+  registry_ = nullptr;
+}
+
+}  // namespace moe::proxy

@@ -1,0 +1,37 @@
+#include "proxy/scheduler.h"
+
+#include <algorithm>
+
+namespace moe::proxy {
+
+Scheduler::Scheduler(Registry& registry, SchedulerConfig config) : registry_(registry), config_(config) {
+  prefill_state_.rng = config_.seed;
+  decode_state_.rng = config_.seed ^ 0x5deece66dull;
+}
+
+Route Scheduler::route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude) {
+  Registry::Snapshot s = registry_.snapshot(Clock::now());
+  for (routing::InstanceView& v : s.views) {
+    if (std::find(exclude.begin(), exclude.end(), v.id) != exclude.end()) v.healthy = false;
+  }
+  std::lock_guard lock(mu_);
+  Route r;
+  r.decision = leg == Leg::kPrefill
+                   ? routing::route_prefill(s.views, request, config_.policy, config_.thresholds, prefill_state_)
+                   : routing::route_decode(s.views, request, config_.policy, config_.thresholds, decode_state_);
+  if (r.decision.instance) r.instance = s.instances[*r.decision.instance];
+  ++decisions_[{leg_name(leg), r.decision.reason}];
+  return r;
+}
+
+void Scheduler::write_metrics(PrometheusText& out) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<PrometheusText::Labels, double>> rows;
+  for (const auto& [key, n] : decisions_) {
+    rows.push_back({{{"leg", key.first}, {"policy", std::string(routing::policy_name(config_.policy))}, {"reason", key.second}},
+                    double(n)});
+  }
+  out.samples("proxy_routing_decisions_total", "Routing decisions by leg, policy and reason.", "counter", rows);
+}
+
+}  // namespace moe::proxy

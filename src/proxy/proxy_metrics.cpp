@@ -23,6 +23,11 @@ void ProxyMetrics::count_leg_failure(Leg leg) {
   ++leg_failures_[leg == Leg::kPrefill ? 0 : 1];
 }
 
+void ProxyMetrics::count_resume() {
+  std::lock_guard lock(mu_);
+  ++resumes_;
+}
+
 void ProxyMetrics::observe_ttft(double seconds) {
   std::lock_guard lock(mu_);
   ttft_.observe(seconds);
@@ -46,6 +51,8 @@ std::string ProxyMetrics::prometheus_text() const {
   w.histogram("proxy_time_per_output_token_seconds", "Seconds between a streamed request's relayed text events.", tpot_);
   w.labelled_counter("proxy_leg_failures_total", "Legs whose instance was unreachable, broke off, or failed.", "leg",
                      {{leg_name(Leg::kPrefill), double(leg_failures_[0])}, {leg_name(Leg::kDecode), double(leg_failures_[1])}});
+  w.counter("proxy_stream_resumes_total", "Streams whose decode instance failed mid-way, continued at other instances.",
+            double(resumes_));
   return w.take();
 }
 

@@ -25,6 +25,8 @@ class ProxyMetrics {
   // An instance that could not be reached, broke off, answered outside the protocol, or
   // failed (5xx).
   void count_leg_failure(Leg leg);
+  // A stream whose decode instance failed mid-way, continued elsewhere.
+  void count_resume();
   void observe_ttft(double seconds);
   void observe_tpot(double seconds);
 
@@ -34,6 +36,7 @@ class ProxyMetrics {
   mutable std::mutex mu_;
   std::map<int, uint64_t> requests_;
   uint64_t leg_failures_[2] = {0, 0};
+  uint64_t resumes_ = 0;
   Histogram ttft_, tpot_;
 };
 

@@ -31,12 +31,14 @@ Relay StreamRewriter::prefill_event(std::string_view data) {
   std::optional<Json> chunk = own_chunk(data);
   if (!chunk) return {std::string(data), false};
   Json* choice = first_choice(*chunk);
+  Relay r;
+  take_token_ids(choice, r);
   const bool text = choice && !choice_text(*choice).empty();
   const Json* finish = choice ? member(*choice, "finish_reason") : nullptr;
   if (finish && !finish->is_null() && !whole_) {
     handoff_ = handoff_of(*chunk);
     if (handed_off()) {
-      if (!text) return {};
+      if (!text) return r;
       // The request goes on at D, which sends the real finish_reason and stop_reason.
       (*choice)["finish_reason"] = nullptr;
       choice->erase("stop_reason");
@@ -44,7 +46,9 @@ Relay StreamRewriter::prefill_event(std::string_view data) {
   }
   if (choice) p_text_.add(*choice);
   make_own(*chunk, id_);
-  return {dump(*chunk), text};
+  r.data = dump(*chunk);
+  r.text = text;
+  return r;
 }
 
 Relay StreamRewriter::decode_event(std::string_view data) {
@@ -54,13 +58,49 @@ Relay StreamRewriter::decode_event(std::string_view data) {
   }
   std::optional<Json> chunk = own_chunk(data);
   if (!chunk) return {std::string(data), false};
-  bool text = false;
+  Relay r;
   if (Json* choice = first_choice(*chunk)) {
-    text = !choice_text(*choice).empty();
+    take_token_ids(choice, r);
+    r.text = !choice_text(*choice).empty();
     if (const auto lp = choice->find("logprobs"); lp != choice->end()) shift_text_offsets(*lp, p_text_.bytes());
   }
   make_own(*chunk, id_);
-  return {dump(*chunk), text};
+  r.data = dump(*chunk);
+  return r;
+}
+
+void StreamRewriter::take_token_ids(Json* choice, Relay& r) const {
+  if (choice == nullptr) return;
+  const auto it = choice->find("token_ids");
+  if (it == choice->end()) return;
+  if (it->is_array()) {
+    for (const Json& id : *it) {
+      if (id.is_number_integer()) r.token_ids.push_back(id.get<int32_t>());
+    }
+  }
+  if (!keep_token_ids_) choice->erase(it);
+}
+
+std::string ResumeConverter::convert(const std::string& event) const {
+  Json j = Json::parse(event, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.contains("error")) return event;
+  if (Json* usage = j.contains("usage") && j["usage"].is_object() ? &j["usage"] : nullptr) {
+    const int64_t completion = usage->value("completion_tokens", int64_t{0}) + generated_before_;
+    (*usage)["prompt_tokens"] = prompt_tokens_;
+    (*usage)["completion_tokens"] = completion;
+    (*usage)["total_tokens"] = prompt_tokens_ + completion;
+    if (usage->contains("prompt_tokens_details")) usage->erase("prompt_tokens_details");
+  }
+  if (api_ == Api::kChat) {
+    j["object"] = "chat.completion.chunk";
+    if (Json* choice = first_choice(j)) {
+      const std::string text = choice->value("text", std::string());
+      const bool finished = choice->contains("finish_reason") && !(*choice)["finish_reason"].is_null();
+      choice->erase("text");
+      (*choice)["delta"] = text.empty() && finished ? Json::object() : Json{{"content", text}};
+    }
+  }
+  return dump(j);
 }
 
 }  // namespace moe::proxy

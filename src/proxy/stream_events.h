@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "proxy/merge.h"
 
@@ -21,11 +22,16 @@ namespace moe::proxy {
 struct Relay {
   std::optional<std::string> data;  // the event to send, if any
   bool text = false;                // it carries text (what TTFT and TPOT are timed by)
+  // The chunk's "token_ids" (the instance was asked for them: return_token_ids), whether
+  // or not the chunk is relayed; the field is dropped from what is relayed unless the
+  // client asked for it too.
+  std::vector<int32_t> token_ids;
 };
 
 class StreamRewriter {
  public:
-  explicit StreamRewriter(Identity id) : id_(std::move(id)) {}
+  explicit StreamRewriter(Identity id, bool client_wants_token_ids = false)
+      : id_(std::move(id)), keep_token_ids_(client_wants_token_ids) {}
 
   // P's events, in order. Throws ProtocolError for a finish chunk without
   // "kv_transfer_params" or with one that is neither null nor an object.
@@ -47,11 +53,30 @@ class StreamRewriter {
   // The event re-serialized as the proxy's (nullopt: not a JSON chunk, relay it as is).
   std::optional<Json> own_chunk(std::string_view data) const;
 
+  // Takes the first choice's token ids out of a chunk (leaving them when the client wants them).
+  void take_token_ids(Json* choice, Relay& r) const;
+
   Identity id_;
+  bool keep_token_ids_;
   Json handoff_;
   TextEnd p_text_;
   bool done_ = false;
   bool whole_ = false;
+};
+
+// A stream resumed elsewhere after its decode instance failed (resume.h) is a completions
+// request of token ids; its events, already the proxy's (a StreamRewriter's output), become
+// the client's continuation: chat deltas for a chat client, and usage counted from the
+// client's prompt (`prompt_tokens`) with the `generated_before` tokens it had already got.
+class ResumeConverter {
+ public:
+  ResumeConverter(Api client_api, int64_t prompt_tokens, int64_t generated_before)
+      : api_(client_api), prompt_tokens_(prompt_tokens), generated_before_(generated_before) {}
+  std::string convert(const std::string& event) const;
+
+ private:
+  Api api_;
+  int64_t prompt_tokens_, generated_before_;
 };
 
 }  // namespace moe::proxy

@@ -20,6 +20,11 @@ std::string error_event(Leg leg, const Backend& b, const http::HttpResponse& ans
   return error_body(bad_gateway(fmt::format("{} instance {} answered HTTP {}: {}", leg_name(leg), b.url, answer.status, answer.body)));
 }
 
+bool wants_token_ids(const Json& body) {
+  const Json* v = member(body, "return_token_ids");
+  return v && v->is_boolean() && v->get<bool>();
+}
+
 int64_t integer_member(const Json& j, std::string_view key) {
   const Json* v = member(j, key);
   return v && v->is_number_integer() ? v->get<int64_t>() : 0;
@@ -29,16 +34,47 @@ int64_t integer_member(const Json& j, std::string_view key) {
 
 StreamRelay::StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, Dispatch& dispatch,
                          StreamLimits limits)
-    : ex_(ex), request_(request), metrics_(metrics), dispatch_(dispatch), limits_(limits), rewriter_(request.id) {}
+    : ex_(ex),
+      request_(request),
+      metrics_(metrics),
+      dispatch_(dispatch),
+      limits_(limits),
+      rewriter_(request.id, wants_token_ids(request.body)) {}
 
 asio::awaitable<void> StreamRelay::run() {
-  const InstancePtr p = co_await attempts(Leg::kPrefill);
-  if (p && rewriter_.handed_off()) {
+  InstancePtr p = co_await attempts(Leg::kPrefill);
+  while (p && active_->handed_off()) {
     if (!ended_ && !ex_.client_gone()) co_await attempts(Leg::kDecode);
     const auto executor = co_await asio::this_coro::executor;
-    if (!decode_started_) release_handoff(executor, p->backend(), rewriter_.handoff(), request_.authorization, limits_.release_timeout);
+    if (!decode_started_) release_handoff(executor, p->backend(), active_->handoff(), request_.authorization, limits_.release_timeout);
+    if (!resume_ || ended_ || ex_.client_gone()) break;
+    p = co_await resume();
   }
   if (!ex_.responded()) metrics_.count_request(kClientClosed);
+}
+
+bool StreamRelay::can_resume() const {
+  return !prompt_ids_.empty() && resumes_ < dispatch_.config().max_attempts && resumable(request_.body);
+}
+
+asio::awaitable<InstancePtr> StreamRelay::resume() {
+  resume_ = false;
+  ++resumes_;
+  metrics_.count_resume();
+  InstancePtr p;
+  resumed_ = resume_body(request_.body, prompt_ids_, generated_);
+  if (!resumed_) {
+    const ApiError e = bad_gateway("the decode instance failed after the last token of max_tokens");
+    co_await fail_with(e);
+  } else {
+    resume_rewriter_ = std::make_unique<StreamRewriter>(request_.id, wants_token_ids(request_.body));
+    active_ = resume_rewriter_.get();
+    converter_.emplace(request_.api, int64_t(prompt_ids_.size()), int64_t(generated_.size()));
+    decode_started_ = false;
+    whole_ = false;
+    p = co_await attempts(Leg::kPrefill);
+  }
+  co_return p;
 }
 
 asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
@@ -59,7 +95,7 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
     const InstancePtr instance = picked->route.instance;
     if (which == Leg::kPrefill && picked->route.decision.whole_request) {
       whole_ = true;
-      rewriter_.expect_whole_answer();
+      active_->expect_whole_answer();
     }
     LoadTicket load = which == Leg::kPrefill ? dispatch_.prefill_load(instance, request_.routing)
                                              : dispatch_.decode_load(instance, request_.routing);
@@ -68,16 +104,18 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
     leg_first_event_.reset();
     may_retry_ = attempt < dispatch_.config().max_attempts;
     const http::Clock::time_point started = http::Clock::now();
-    const Json body = which == Leg::kDecode ? decode_body(request_.body, rewriter_.handoff())
-                      : whole_              ? request_.body
-                                            : prefill_body(request_.body);
+    Json body = which == Leg::kDecode ? decode_body(current_body(), active_->handoff())
+                : whole_              ? current_body()
+                                      : prefill_body(current_body());
+    // Where the client's stream stands, in tokens: what a resume continues from.
+    body["return_token_ids"] = true;
     co_await leg(which, instance->backend(), body);
     dispatch_.report(*instance, instance_fault_);
     if (retry_) {
       tried.push_back(instance->name());
       continue;
     }
-    if (alone && rewriter_.handed_off()) learn_prefill_time(*instance, started);
+    if (alone && active_->handed_off()) learn_prefill_time(*instance, started);
     served = instance;
   }
   co_return served;
@@ -85,7 +123,7 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
 
 void StreamRelay::learn_prefill_time(Instance& p, http::Clock::time_point started) {
   if (!leg_first_event_) return;
-  const Json& h = rewriter_.handoff();
+  const Json& h = active_->handoff();
   const Json* ids = member(h, "prompt_token_ids");
   if (!ids || !ids->is_array()) return;
   const int64_t cached = integer_member(h, "prompt_cached_tokens");
@@ -99,6 +137,7 @@ asio::awaitable<void> StreamRelay::leg(Leg leg, const Backend& b, const Json& bo
   http::HttpClient client(executor, b.base, http::HttpClientOptions{limits_.timeout});
   auto mailbox = std::make_shared<LegMailbox>(executor);
   http::HttpRequest request = leg_request(request_, body);
+  if (resumed_) request.target = "/v1/completions";  // a resumed request is token ids, whatever the client's API
   co_await (stream_leg(client, leg, b, std::move(request), mailbox, limits_.timeout) || relay(leg, b, *mailbox));
   mailbox->close();
 }
@@ -135,11 +174,18 @@ bool StreamRelay::take(Leg leg, const Backend& b, const LegEvent& e, std::vector
   if (!leg_first_event_) leg_first_event_ = e.at;
   Relay r;
   try {
-    r = leg == Leg::kPrefill ? rewriter_.prefill_event(e.data) : rewriter_.decode_event(e.data);
+    r = leg == Leg::kPrefill ? active_->prefill_event(e.data) : active_->decode_event(e.data);
   } catch (const std::exception& err) {
     failure_ = protocol_failure(leg, b, err.what());
     return false;
   }
+  generated_.insert(generated_.end(), r.token_ids.begin(), r.token_ids.end());
+  if (leg == Leg::kPrefill && active_ == &rewriter_ && active_->handed_off() && prompt_ids_.empty()) {
+    if (const Json* ids = member(active_->handoff(), "prompt_token_ids"); ids && ids->is_array()) {
+      for (const Json& id : *ids) prompt_ids_.push_back(id.get<int32_t>());
+    }
+  }
+  if (r.data && converter_) r.data = converter_->convert(*r.data);
   if (leg == Leg::kDecode) decode_started_ = true;
   if (r.text) time_text(e.at);
   if (r.data) out.push_back(std::move(*r.data));
@@ -148,13 +194,13 @@ bool StreamRelay::take(Leg leg, const Backend& b, const LegEvent& e, std::vector
 
 asio::awaitable<void> StreamRelay::finish(Leg leg, const Backend& b, const LegResult& result) {
   // P's part ended with its finish chunk; whatever it sent after is not the client's.
-  if (leg == Leg::kPrefill && rewriter_.handed_off()) co_return;
+  if (leg == Leg::kPrefill && active_->handed_off()) co_return;
   if (!result.response) {
     co_await instance_failed(leg, result.failure);
     co_return;
   }
   const http::HttpResponse& answer = *result.response;
-  if (answer.streamed && rewriter_.done()) {
+  if (answer.streamed && active_->done()) {
     ended_ = true;
     co_await ex_.end_events();
     co_return;
@@ -190,6 +236,10 @@ asio::awaitable<void> StreamRelay::instance_failed(Leg leg, const std::string& m
   if (may_retry_ && !leg_relayed_) {
     retry_ = true;
     unsent_failure_.emplace(error_body(e), error_response(e));
+    co_return;
+  }
+  if (leg == Leg::kDecode && leg_relayed_ && can_resume()) {
+    resume_ = true;
     co_return;
   }
   co_await fail_with(e);

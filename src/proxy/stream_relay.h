@@ -8,9 +8,10 @@
 // A leg whose instance fails before anything of that leg reached the client (unreachable,
 // broke off, 5xx, 429, outside the protocol) runs again at another instance, up to the
 // dispatch's max_attempts: P's leg at another P, D's at another D with the same hand-off
-// (P still holds the blocks; a D that finds the lease gone recomputes the prompt). The
-// routing may instead send the whole request to a unified instance, whose stream is then
-// the answer.
+// (P still holds the blocks; a D that finds the lease gone recomputes the prompt). A D that
+// fails mid-stream is replaced by a new P/D pair continuing from the tokens the client has
+// (resume.h), in the same stream. The routing may instead send the whole request to a
+// unified instance, whose stream is then the answer.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "http/exchange.h"
 #include "proxy/dispatch.h"
 #include "proxy/legs.h"
+#include "proxy/resume.h"
 #include "proxy/stream_events.h"
 
 namespace moe::proxy {
@@ -40,6 +42,12 @@ class StreamRelay {
   // Runs `leg` at instances picked one after another until one serves it, the client
   // leaves, or the attempts run out. Returns the instance that served it (null otherwise).
   asio::awaitable<InstancePtr> attempts(Leg which);
+  // Continues the stream after its D failed mid-way: a new request (resume.h) through both
+  // legs again. Returns its prefill instance, null when it could not start.
+  asio::awaitable<InstancePtr> resume();
+  bool can_resume() const;
+  // The client's body, or the resumed request's.
+  const Json& current_body() const { return resumed_ ? *resumed_ : request_.body; }
   asio::awaitable<void> leg(Leg leg, const Backend& b, const Json& body);
   asio::awaitable<void> relay(Leg leg, const Backend& b, LegMailbox& mailbox);
   // Rewrites one event into `out`; false when it broke the protocol (failure_ says how).
@@ -63,6 +71,16 @@ class StreamRelay {
   Dispatch& dispatch_;
   StreamLimits limits_;
   StreamRewriter rewriter_;
+  // While resuming: the resumed request's rewriter, its body, and the conversion of its
+  // events into the client's stream.
+  std::unique_ptr<StreamRewriter> resume_rewriter_;
+  std::optional<Json> resumed_;
+  std::optional<ResumeConverter> converter_;
+  StreamRewriter* active_ = &rewriter_;
+  std::vector<int32_t> prompt_ids_;  // the original P's prompt_token_ids
+  std::vector<int32_t> generated_;   // ids of the tokens the client has been sent
+  bool resume_ = false;              // the decode leg failed mid-stream: resume it
+  int resumes_ = 0;
   bool whole_ = false;           // the request runs whole at a unified instance
   bool ended_ = false;           // the client's answer is complete
   bool decode_started_ = false;  // D sent its first event: it has the KV and owns the lease

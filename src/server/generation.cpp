@@ -133,6 +133,7 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
   p.meta.logprobs = p.gen.params.sampling.logprobs;
   p.meta.top_logprobs = p.gen.params.sampling.top_logprobs;
   p.meta.include_usage = p.gen.include_usage;
+  p.meta.token_ids = p.gen.return_token_ids;
   p.meta.choices = p.gen.n;
   p.meta.echo_text = p.echo_text;
   if (p.gen.echo) p.meta.echo_tokens = p.prompt;

@@ -20,7 +20,7 @@ struct RawGeneration {
   std::optional<double> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
   std::optional<std::vector<std::string>> stop;
   std::optional<std::vector<int64_t>> stop_token_ids;
-  std::optional<bool> stream, ignore_eos, skip_special_tokens, logprobs_flag, echo, include_usage;
+  std::optional<bool> stream, ignore_eos, skip_special_tokens, logprobs_flag, echo, include_usage, return_token_ids;
   const Json* logit_bias = nullptr;
   const Json* response_format = nullptr;
   const Json* stream_options = nullptr;
@@ -47,6 +47,7 @@ void read_common(const FieldReader& f, RawGeneration& r) {
   r.priority = f.integer("priority");
   r.stream = f.boolean("stream");
   r.echo = f.boolean("echo");
+  r.return_token_ids = f.boolean("return_token_ids");
   r.logit_bias = f.object("logit_bias");
   r.response_format = f.object("response_format");
   r.stream_options = f.object("stream_options");
@@ -189,6 +190,7 @@ GenerationFields finish_common(const RawGeneration& r, bool chat) {
     throw invalid_value("stream_options", "\"stream_options\" is only allowed when \"stream\" is true");
   }
   g.include_usage = r.include_usage.value_or(false);
+  g.return_token_ids = r.return_token_ids.value_or(false);
   if (r.kv_transfer_params) {
     try {
       g.kv_transfer = disagg::parse_kv_transfer_params(*r.kv_transfer_params);

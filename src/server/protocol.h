@@ -23,6 +23,7 @@ struct GenerationFields {
   GenerateParams params;              // params.max_tokens is set by fit_to_context
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
+  bool return_token_ids = false;      // streams: each chunk carries its tokens' ids
   int32_t n = 1;                      // choices: n engine requests on the same prompt
   bool echo = false;                  // completions: the prompt comes back before the text
   // Prefill/decode: "kv_transfer_params" (disagg/handoff.h); none when absent or null.

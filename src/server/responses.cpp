@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <random>
+#include <utility>
 
 #include "server/api_error.h"
 #include "tokenizer/stream_decoder.h"
@@ -113,6 +114,7 @@ StreamEncoder::StreamEncoder(ResponseMeta meta, const Tokenizer& tok)
       tok_(tok),
       text_offset_(size_t(meta_.choices), 0),
       started_(size_t(meta_.choices), false),
+      pending_ids_(size_t(meta_.choices), Json::array()),
       open_(meta_.choices),
       usage_(meta_.choices) {}
 
@@ -153,6 +155,10 @@ std::vector<std::string> StreamEncoder::encode(int32_t index, const RequestOutpu
     events.push_back(dump(chunk(std::move(choice))));
   }
   started_[size_t(index)] = true;
+  Json& ids = pending_ids_[size_t(index)];
+  if (meta_.token_ids) {
+    for (const TokenOutput& t : out.tokens) ids.push_back(t.token);
+  }
   const bool with_logprobs = meta_.logprobs && !out.tokens.empty();
   if (!out.text.empty() || with_logprobs) {
     Json lp = with_logprobs ? logprobs_json(meta_.api, tok_, out.tokens, text_offset_[size_t(index)], meta_.top_logprobs) : Json();
@@ -161,6 +167,7 @@ std::vector<std::string> StreamEncoder::encode(int32_t index, const RequestOutpu
     else choice["text"] = out.text;
     choice["logprobs"] = std::move(lp);
     choice["finish_reason"] = nullptr;
+    if (meta_.token_ids) choice["token_ids"] = std::exchange(ids, Json::array());
     events.push_back(dump(chunk(std::move(choice))));
   }
   if (!out.finished) return events;
@@ -170,6 +177,7 @@ std::vector<std::string> StreamEncoder::encode(int32_t index, const RequestOutpu
   last["logprobs"] = nullptr;
   last["finish_reason"] = finish_kind_name(out.finish);
   last["stop_reason"] = stop_reason(out.stop_string, out.stop_token);
+  if (meta_.token_ids) last["token_ids"] = std::exchange(ids, Json::array());
   Json finish_chunk = chunk(std::move(last));
   if (meta_.kv_transfer) finish_chunk["kv_transfer_params"] = meta_.kv_transfer(out);
   events.push_back(dump(finish_chunk));

@@ -35,6 +35,11 @@ struct ResponseMeta {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool include_usage = false;  // streams only
+  // Streams only (vLLM's "return_token_ids"): every choice chunk carries "token_ids", the ids
+  // of the tokens generated since the choice's previous chunk (a token whose text is held
+  // back rides with the chunk that releases it, or with the finish chunk). A router that
+  // has to continue the answer elsewhere knows from them where it stands.
+  bool token_ids = false;
   int32_t choices = 1;         // n
   // Completions with echo: the prompt's text and ids (none without echo), sent back before
   // each choice's text (and, with logprobs, the prompt tokens' logprobs first, the first
@@ -104,6 +109,7 @@ class StreamEncoder {
   const Tokenizer& tok_;
   std::vector<int64_t> text_offset_;  // per choice
   std::vector<bool> started_;         // per choice: its first output was encoded
+  std::vector<Json> pending_ids_;     // per choice, with meta.token_ids: ids not sent yet
   int32_t open_;                      // choices not finished yet
   UsageTally usage_;
   bool done_ = false;

@@ -1,6 +1,7 @@
 // Instances killed (SIGKILL) under a 3P2D deployment behind `moengine proxy`, with 16
 // greedy streams at once: a prefill instance dead before the requests and another killed
-// while they prefill, a decode instance dead before its first token. Every request still
+// while they prefill, a decode instance dead before its first token, and one killed
+// mid-stream (the proxy continues those streams at other instances). Every request still
 // answers exactly as one unified instance, the surviving instances' block pools empty, and
 // the proxy marks the dead instances down.
 #include <gtest/gtest.h>
@@ -42,7 +43,7 @@ std::unique_ptr<ServeProcess> start(const std::string& command, const std::strin
 
 std::unique_ptr<ServeProcess> serve(const std::string& name, std::vector<std::string> extra) {
   std::vector<std::string> a{"--model", model(), "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.1",
-                             "--threads", "1"};
+                             "--threads", "1", "--chat-template", std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"};
   a.insert(a.end(), extra.begin(), extra.end());
   return start("serve", name, a);
 }
@@ -79,11 +80,12 @@ class PdFailover : public ::testing::Test {
   // The 16 streams through the proxy, `during` run once they are under way; each answer
   // must be the unified instance's.
   void run_and_compare(const std::vector<json>& bodies, const std::function<void()>& during) {
+    const auto path = [](const json& b) { return b.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; };
     std::vector<Answer> want;
-    for (const json& b : bodies) want.push_back(testing::ask(unified_->url(), "/v1/completions", b));
+    for (const json& b : bodies) want.push_back(testing::ask(unified_->url(), path(b), b));
     std::vector<std::future<Answer>> got;
     for (const json& b : bodies) {
-      got.push_back(std::async(std::launch::async, [&, b] { return testing::ask(proxy_->url(), "/v1/completions", b); }));
+      got.push_back(std::async(std::launch::async, [&, b] { return testing::ask(proxy_->url(), path(b), b); }));
     }
     during();
     for (size_t i = 0; i < bodies.size(); ++i) testing::expect_same_answer(want[i], got[i].get(), "stream " + std::to_string(i));
@@ -124,6 +126,35 @@ TEST_F(PdFailover, ADecodeInstanceKilledBeforeItsFirstToken) {
   run_and_compare(sixteen_streams(3), [] {});
   EXPECT_EQ(instance(dead)["healthy"], false);
   EXPECT_GE(testing::metric(testing::get(proxy_->url(), "/metrics").body, "proxy_leg_failures_total", "leg=\"decode\""), 3);
+  for (auto& p : prefill_) expect_pools_empty(*p, "prefill");
+  expect_pools_empty(*decode_[1], "decode-1");
+}
+
+// Long answers, half of them chat, so that a decode instance dies with streams under way.
+std::vector<json> sixteen_long_streams() {
+  std::vector<json> bodies;
+  for (int i = 0; i < 16; ++i) {
+    json b{{"model", "tiny"}, {"max_tokens", 150}, {"ignore_eos", true}, {"temperature", 0}, {"stream", true},
+           {"stream_options", {{"include_usage", true}}}};
+    if (i % 2) b["messages"] = {{{"role", "user"}, {"content", words(40 + 10 * i, i)}}};
+    else b["prompt"] = words(60 + 10 * i, i);
+    bodies.push_back(b);
+  }
+  return bodies;
+}
+
+TEST_F(PdFailover, ADecodeInstanceKilledMidStreamIsResumedElsewhere) {
+  const std::string dead = decode_[0]->url();
+  run_and_compare(sixteen_long_streams(), [&] {
+    // Once d0 has sent a good part of its streams' tokens.
+    for (int i = 0; i < 2000; ++i) {
+      if (testing::metric(testing::get(dead, "/metrics").body, "generation_tokens_total") >= 200) break;
+      std::this_thread::sleep_for(5ms);
+    }
+    decode_[0].reset();
+  });
+  EXPECT_GE(testing::metric(testing::get(proxy_->url(), "/metrics").body, "proxy_stream_resumes_total"), 1);
+  EXPECT_EQ(instance(dead)["healthy"], false);
   for (auto& p : prefill_) expect_pools_empty(*p, "prefill");
   expect_pools_empty(*decode_[1], "decode-1");
 }

@@ -96,6 +96,25 @@ TEST_F(Responses, CompletionStreamWithUsage) {
                 "[DONE]"}));
 }
 
+// return_token_ids: each chunk names the tokens since the previous one; a held-back token
+// rides with the chunk that releases its text, or with the finish chunk.
+TEST_F(Responses, TokenIdsRideWithTheChunkThatReleasesTheirText) {
+  ResponseMeta m = meta(Api::kCompletion);
+  m.token_ids = true;
+  StreamEncoder enc(m, *tok_);
+  EXPECT_EQ(enc.encode(0, output("ab", {{3, 0.0f, {}}})),
+            std::vector<std::string>{kCompletionHead + R"({"index":0,"text":"ab","logprobs":null,"finish_reason":null,"token_ids":[3]}]})"});
+  EXPECT_TRUE(enc.encode(0, output("", {{7, 0.0f, {}}})).empty());
+  EXPECT_EQ(enc.encode(0, output("cd", {{9, 0.0f, {}}})),
+            std::vector<std::string>{kCompletionHead + R"({"index":0,"text":"cd","logprobs":null,"finish_reason":null,"token_ids":[7,9]}]})"});
+  RequestOutput end = last("", FinishKind::kLength);
+  end.tokens = {{11, 0.0f, {}}};
+  EXPECT_EQ(enc.encode(0, end),
+            (std::vector<std::string>{
+                kCompletionHead + R"({"index":0,"text":"","logprobs":null,"finish_reason":"length","stop_reason":null,"token_ids":[11]}]})",
+                "[DONE]"}));
+}
+
 TEST_F(Responses, StopTokenIsTheStopReason) {
   StreamEncoder enc(meta(Api::kCompletion), *tok_);
   RequestOutput end = last("", FinishKind::kStop);

@@ -26,6 +26,7 @@ struct ProxyArgs {
   size_t max_queued = 1024;
   double queue_timeout_s = 30;
   int health_interval_ms = 1000;
+  std::string access_log;
 };
 
 void add_instances(proxy::ProxyConfig& config, const std::vector<std::string>& urls, proxy::InstanceRole role) {
@@ -54,6 +55,7 @@ void run(const ProxyArgs& a) {
   config.dispatch.queue_timeout = std::chrono::milliseconds(int64_t(a.queue_timeout_s * 1000));
   config.health.interval = std::chrono::milliseconds(a.health_interval_ms);
   config.health.timeout = std::min(config.health.interval, std::chrono::milliseconds(2000));
+  config.access_log = a.access_log;
   // Declared before the server so that it outlives every handler using it.
   proxy::ProxyServer proxy(config);
 
@@ -117,6 +119,8 @@ void register_proxy(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--health-interval-ms", args->health_interval_ms, "How often every instance's GET /health is probed")
       ->capture_default_str();
+  cmd->add_option("--access-log", args->access_log,
+                  "Append a JSON line per request (its routing, retries, hand-off, first token, status) to this file; - for stdout");
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   cmd->add_option("--api-key", args->api_key,

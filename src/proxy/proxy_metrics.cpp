@@ -11,7 +11,21 @@ const char* leg_name(Leg leg) { return leg == Leg::kPrefill ? "prefill" : "decod
 ProxyMetrics::ProxyMetrics()
     : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
              160.0, 640.0, 2560.0}),
-      tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}) {}
+      tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      prefill_(ttft_.bounds()),
+      handoff_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0}),
+      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
+            1920.0, 7680.0}) {}
+
+void ProxyMetrics::observe_phases(const RequestTrace& trace) {
+  const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  std::lock_guard lock(mu_);
+  if (trace.prefill_done_at()) prefill_.observe(seconds(*trace.prefill_done_at() - trace.arrived()));
+  if (trace.prefill_done_at() && trace.decode_started_at()) {
+    handoff_.observe(seconds(*trace.decode_started_at() - *trace.prefill_done_at()));
+  }
+  e2e_.observe(seconds(http::Clock::now() - trace.arrived()));
+}
 
 void ProxyMetrics::count_request(int status) {
   std::lock_guard lock(mu_);
@@ -51,6 +65,11 @@ std::string ProxyMetrics::prometheus_text() const {
   w.histogram("proxy_time_per_output_token_seconds", "Seconds between a streamed request's relayed text events.", tpot_);
   w.labelled_counter("proxy_leg_failures_total", "Legs whose instance was unreachable, broke off, or failed.", "leg",
                      {{leg_name(Leg::kPrefill), double(leg_failures_[0])}, {leg_name(Leg::kDecode), double(leg_failures_[1])}});
+  w.histogram("proxy_prefill_seconds", "Seconds from a request's arrival to its prefill instance's hand-off (routing and queueing included).",
+              prefill_);
+  w.histogram("proxy_handoff_seconds", "Seconds from the hand-off to the decode instance's first event (routing, KV pull, first step).",
+              handoff_);
+  w.histogram("proxy_e2e_request_seconds", "Seconds from a request's arrival to its end.", e2e_);
   w.counter("proxy_stream_resumes_total", "Streams whose decode instance failed mid-way, continued at other instances.",
             double(resumes_));
   return w.take();

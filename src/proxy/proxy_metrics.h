@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/prometheus.h"
+#include "proxy/request_trace.h"
 
 namespace moe::proxy {
 
@@ -29,6 +30,9 @@ class ProxyMetrics {
   void count_resume();
   void observe_ttft(double seconds);
   void observe_tpot(double seconds);
+  // A finished request's phases: to the prefill instance's hand-off, from there to the
+  // decode instance's first event, and end to end.
+  void observe_phases(const RequestTrace& trace);
 
   std::string prometheus_text() const;
 
@@ -37,7 +41,7 @@ class ProxyMetrics {
   std::map<int, uint64_t> requests_;
   uint64_t leg_failures_[2] = {0, 0};
   uint64_t resumes_ = 0;
-  Histogram ttft_, tpot_;
+  Histogram ttft_, tpot_, prefill_, handoff_, e2e_;
 };
 
 }  // namespace moe::proxy

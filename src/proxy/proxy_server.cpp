@@ -40,7 +40,13 @@ ProxyServer::ProxyServer(ProxyConfig config)
       registry_(config_.instances, config_.breaker),
       scheduler_(registry_, config_.scheduler),
       dispatch_(registry_, scheduler_, config_.dispatch) {
+  if (!config_.access_log.empty()) access_log_ = std::make_unique<AccessLog>(config_.access_log);
   monitor_ = std::make_unique<HealthMonitor>(registry_, config_.health);
+}
+
+void ProxyServer::finish(const RequestTrace& trace) {
+  metrics_.observe_phases(trace);
+  if (access_log_) access_log_->write(trace.line());
 }
 
 http::Response ProxyServer::http_error(http::Status status, const std::string& message) {
@@ -81,6 +87,7 @@ std::optional<ApiError> ProxyServer::check_admin_key(const http::Request& req) c
 asio::awaitable<void> ProxyServer::generate(http::Exchange& ex, Api api) {
   PdRequest request;
   request.arrived = http::Clock::now();
+  request.id = new_identity(api);
   std::optional<ApiError> error = check_api_key(ex.request());
   if (!error) {
     try {
@@ -89,36 +96,38 @@ asio::awaitable<void> ProxyServer::generate(http::Exchange& ex, Api api) {
       error = e;
     }
   }
+  RequestTrace trace(request.id.id, api, !error && wants_stream(request.body), request.arrived);
   if (error) {
-    co_await answer_error(ex, *error);
-    co_return;
-  }
-  request.api = api;
-  request.target = std::string(ex.path());
-  request.authorization = std::string(ex.request()[http::Field::authorization]);
-  request.id = new_identity(api);
-  request.routing = routing_request(api, request.body, request.id.id, seconds_since_start(request.arrived));
-  if (wants_stream(request.body)) {
-    StreamRelay relay(ex, request, metrics_, dispatch_, StreamLimits{config_.timeout, config_.release_timeout});
-    co_await relay.run();
+    co_await answer_error(ex, *error, trace);
   } else {
-    co_await collect(ex, request);
+    request.api = api;
+    request.target = std::string(ex.path());
+    request.authorization = std::string(ex.request()[http::Field::authorization]);
+    request.routing = routing_request(api, request.body, request.id.id, seconds_since_start(request.arrived));
+    if (wants_stream(request.body)) {
+      StreamRelay relay(ex, request, metrics_, dispatch_, StreamLimits{config_.timeout, config_.release_timeout}, trace);
+      co_await relay.run();
+    } else {
+      co_await collect(ex, request, trace);
+    }
   }
+  finish(trace);
 }
 
-asio::awaitable<void> ProxyServer::answer(http::Exchange& ex, http::Response res) {
+asio::awaitable<void> ProxyServer::answer(http::Exchange& ex, http::Response res, RequestTrace& trace) {
   // Counted before it is sent: a client that has its answer may read /metrics at once.
   metrics_.count_request(int(res.result_int()));
+  trace.set_status(int(res.result_int()));
   co_await ex.respond(std::move(res));
 }
 
-asio::awaitable<void> ProxyServer::answer_error(http::Exchange& ex, const ApiError& e) {
+asio::awaitable<void> ProxyServer::answer_error(http::Exchange& ex, const ApiError& e, RequestTrace& trace) {
   http::Response res = error_response(e);
-  co_await answer(ex, std::move(res));
+  co_await answer(ex, std::move(res), trace);
 }
 
 asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(http::Exchange& ex, const PdRequest& request,
-                                                                             Leg leg, const Json& handoff) {
+                                                                             Leg leg, const Json& handoff, RequestTrace& trace) {
   const auto executor = co_await asio::this_coro::executor;
   std::vector<std::string> tried;
   std::optional<Served> served, failed;
@@ -130,11 +139,12 @@ asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(htt
       break;
     }
     if (picked->error) {
-      co_await answer_error(ex, *picked->error);
+      co_await answer_error(ex, *picked->error, trace);
       break;
     }
     const InstancePtr instance = picked->route.instance;
     const bool whole = leg == Leg::kPrefill && picked->route.decision.whole_request;
+    trace.mark("routed", {{"leg", whole ? "whole" : leg_name(leg)}, {"instance", instance->name()}, {"reason", picked->route.decision.reason}});
     LoadTicket load = leg == Leg::kPrefill ? dispatch_.prefill_load(instance, request.routing)
                                            : dispatch_.decode_load(instance, request.routing);
     const bool alone = leg == Leg::kPrefill && dispatch_.alone(*instance);
@@ -151,6 +161,7 @@ asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(htt
     if (fault) {
       metrics_.count_leg_failure(leg);
       if (attempt < dispatch_.config().max_attempts) {
+        trace.mark("retry", {{"leg", leg_name(leg)}, {"instance", instance->name()}});
         tried.push_back(instance->name());
         failed = Served{instance, std::move(*result), whole};
         continue;
@@ -168,17 +179,19 @@ asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(htt
                                              std::chrono::duration<double>(http::Clock::now() - started).count());
       }
     }
+    if (leg == Leg::kPrefill) trace.prefill_done();
+    else trace.decode_started();
     served = Served{instance, std::move(*result), whole};
   }
   if (!served && !ex.responded()) metrics_.count_request(kClientClosed);
   co_return served;
 }
 
-asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& request) {
-  const std::optional<Served> p = co_await collect_leg(ex, request, Leg::kPrefill, Json());
+asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& request, RequestTrace& trace) {
+  const std::optional<Served> p = co_await collect_leg(ex, request, Leg::kPrefill, Json(), trace);
   if (!p) co_return;
   if (!answered_ok(p->result)) {
-    co_await answer_failure(ex, p->result);
+    co_await answer_failure(ex, p->result, trace);
     co_return;
   }
   const Backend& pb = p->instance->backend();
@@ -192,23 +205,24 @@ asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& 
   }
   if (!broken.empty()) {
     metrics_.count_leg_failure(Leg::kPrefill);
-    co_await answer_error(ex, bad_gateway(broken));
+    const ApiError e = bad_gateway(broken);
+    co_await answer_error(ex, e, trace);
     co_return;
   }
   if (handoff.is_null()) {
     make_own(p_answer, request.id);
     http::Response res = json_response(p_answer);
-    co_await answer(ex, std::move(res));
+    co_await answer(ex, std::move(res), trace);
     co_return;
   }
 
   const auto executor = co_await asio::this_coro::executor;
-  const std::optional<Served> d = co_await collect_leg(ex, request, Leg::kDecode, handoff);
+  const std::optional<Served> d = co_await collect_leg(ex, request, Leg::kDecode, handoff, trace);
   // D answered nothing usable, so it will not take the KV blocks P holds for it.
   if (!d || !answered_ok(d->result)) release_handoff(executor, pb, handoff, request.authorization, config_.release_timeout);
   if (!d) co_return;
   if (!answered_ok(d->result)) {
-    co_await answer_failure(ex, d->result);
+    co_await answer_failure(ex, d->result, trace);
     co_return;
   }
   Json merged;
@@ -219,20 +233,22 @@ asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& 
   }
   if (!broken.empty()) {
     metrics_.count_leg_failure(Leg::kDecode);
-    co_await answer_error(ex, bad_gateway(broken));
+    const ApiError e = bad_gateway(broken);
+    co_await answer_error(ex, e, trace);
     co_return;
   }
   http::Response res = json_response(merged);
-  co_await answer(ex, std::move(res));
+  co_await answer(ex, std::move(res), trace);
 }
 
-asio::awaitable<void> ProxyServer::answer_failure(http::Exchange& ex, const LegResult& result) {
+asio::awaitable<void> ProxyServer::answer_failure(http::Exchange& ex, const LegResult& result, RequestTrace& trace) {
   if (!result.response) {
-    co_await answer_error(ex, bad_gateway(result.failure));
+    const ApiError e = bad_gateway(result.failure);
+    co_await answer_error(ex, e, trace);
     co_return;
   }
   http::Response res = relayed(*result.response);
-  co_await answer(ex, std::move(res));
+  co_await answer(ex, std::move(res), trace);
 }
 
 asio::awaitable<void> ProxyServer::models(http::Exchange& ex) {

@@ -21,6 +21,7 @@
 #include "proxy/legs.h"
 #include "proxy/proxy_metrics.h"
 #include "proxy/registry.h"
+#include "proxy/request_trace.h"
 #include "proxy/scheduler.h"
 
 namespace moe::proxy {
@@ -36,6 +37,7 @@ struct ProxyConfig {
   // An instance that sends nothing for this long (connecting, or between reads) fails its leg.
   std::chrono::milliseconds timeout{std::chrono::seconds(600)};
   std::chrono::milliseconds release_timeout{std::chrono::seconds(2)};  // a lease release
+  std::string access_log;  // a JSON line per request appended here ("-": stdout); none when empty
 };
 
 class ProxyServer {
@@ -54,7 +56,7 @@ class ProxyServer {
  private:
   asio::awaitable<void> generate(http::Exchange& ex, Api api);
   // Non-streamed: each leg whole, then one merged answer.
-  asio::awaitable<void> collect(http::Exchange& ex, const PdRequest& request);
+  asio::awaitable<void> collect(http::Exchange& ex, const PdRequest& request, RequestTrace& trace);
   // One leg's whole answer, tried at instances one after another (see StreamRelay for the
   // rules). `handoff` is null for the prefill leg. Returns nullopt when the client left,
   // after answering it when the leg could not be served.
@@ -64,13 +66,15 @@ class ProxyServer {
     bool whole = false;  // the prefill leg ran the whole request at a unified instance
   };
   asio::awaitable<std::optional<Served>> collect_leg(http::Exchange& ex, const PdRequest& request, Leg leg,
-                                                     const Json& handoff);
+                                                     const Json& handoff, RequestTrace& trace);
   // A completion request's whole answer, counted by its status.
-  asio::awaitable<void> answer(http::Exchange& ex, http::Response res);
+  asio::awaitable<void> answer(http::Exchange& ex, http::Response res, RequestTrace& trace);
   // Answers the client for a leg that gave no usable answer: the instance's own error
   // answer, or a 502 naming the leg and the instance.
-  asio::awaitable<void> answer_failure(http::Exchange& ex, const LegResult& result);
-  asio::awaitable<void> answer_error(http::Exchange& ex, const ApiError& e);
+  asio::awaitable<void> answer_failure(http::Exchange& ex, const LegResult& result, RequestTrace& trace);
+  asio::awaitable<void> answer_error(http::Exchange& ex, const ApiError& e, RequestTrace& trace);
+  // The request has ended: its phases into the metrics, its line into the access log.
+  void finish(const RequestTrace& trace);
   asio::awaitable<void> models(http::Exchange& ex);
   asio::awaitable<void> health(http::Exchange& ex);
   asio::awaitable<void> metrics(http::Exchange& ex);
@@ -89,6 +93,7 @@ class ProxyServer {
   Scheduler scheduler_;
   Dispatch dispatch_;
   ProxyMetrics metrics_;
+  std::unique_ptr<AccessLog> access_log_;
   std::unique_ptr<HealthMonitor> monitor_;  // last: it probes the registry from its thread
 };
 

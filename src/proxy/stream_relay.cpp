@@ -33,12 +33,13 @@ int64_t integer_member(const Json& j, std::string_view key) {
 }  // namespace
 
 StreamRelay::StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, Dispatch& dispatch,
-                         StreamLimits limits)
+                         StreamLimits limits, RequestTrace& trace)
     : ex_(ex),
       request_(request),
       metrics_(metrics),
       dispatch_(dispatch),
       limits_(limits),
+      trace_(trace),
       rewriter_(request.id, wants_token_ids(request.body)) {}
 
 asio::awaitable<void> StreamRelay::run() {
@@ -50,7 +51,12 @@ asio::awaitable<void> StreamRelay::run() {
     if (!resume_ || ended_ || ex_.client_gone()) break;
     p = co_await resume();
   }
-  if (!ex_.responded()) metrics_.count_request(kClientClosed);
+  if (!ex_.responded()) count(kClientClosed);
+}
+
+void StreamRelay::count(int status) {
+  metrics_.count_request(status);
+  trace_.set_status(status);
 }
 
 bool StreamRelay::can_resume() const {
@@ -61,6 +67,7 @@ asio::awaitable<InstancePtr> StreamRelay::resume() {
   resume_ = false;
   ++resumes_;
   metrics_.count_resume();
+  trace_.mark("resume", {{"generated_tokens", generated_.size()}});
   InstancePtr p;
   resumed_ = resume_body(request_.body, prompt_ids_, generated_);
   if (!resumed_) {
@@ -93,6 +100,9 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
       break;
     }
     const InstancePtr instance = picked->route.instance;
+    trace_.mark("routed", {{"leg", picked->route.decision.whole_request ? "whole" : leg_name(which)},
+                           {"instance", instance->name()},
+                           {"reason", picked->route.decision.reason}});
     if (which == Leg::kPrefill && picked->route.decision.whole_request) {
       whole_ = true;
       active_->expect_whole_answer();
@@ -112,6 +122,7 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
     co_await leg(which, instance->backend(), body);
     dispatch_.report(*instance, instance_fault_);
     if (retry_) {
+      trace_.mark("retry", {{"leg", leg_name(which)}, {"instance", instance->name()}});
       tried.push_back(instance->name());
       continue;
     }
@@ -186,7 +197,11 @@ bool StreamRelay::take(Leg leg, const Backend& b, const LegEvent& e, std::vector
     }
   }
   if (r.data && converter_) r.data = converter_->convert(*r.data);
-  if (leg == Leg::kDecode) decode_started_ = true;
+  if (leg == Leg::kPrefill && active_->handed_off()) trace_.prefill_done();
+  if (leg == Leg::kDecode) {
+    decode_started_ = true;
+    trace_.decode_started();
+  }
   if (r.text) time_text(e.at);
   if (r.data) out.push_back(std::move(*r.data));
   return true;
@@ -251,7 +266,7 @@ asio::awaitable<bool> StreamRelay::send(const std::vector<std::string>& events) 
   bool open = !ex_.client_gone();
   if (open && !events.empty() && !ex_.responded()) {
     // Counted before it is sent: a client that has its answer may read /metrics at once.
-    metrics_.count_request(200);
+    count(200);
     open = co_await ex_.start_events();
   }
   if (open && !events.empty()) open = co_await ex_.send_events(events);
@@ -261,7 +276,7 @@ asio::awaitable<bool> StreamRelay::send(const std::vector<std::string>& events) 
 asio::awaitable<void> StreamRelay::fail(const std::string& event, const http::Response& whole) {
   ended_ = true;
   if (!ex_.responded()) {
-    metrics_.count_request(int(whole.result_int()));
+    count(int(whole.result_int()));
     co_await ex_.respond(whole);
     co_return;
   }
@@ -277,8 +292,12 @@ asio::awaitable<void> StreamRelay::fail_with(const ApiError& e) {
 
 void StreamRelay::time_text(http::Clock::time_point at) {
   const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  if (last_text_) metrics_.observe_tpot(seconds(at - *last_text_));
-  else metrics_.observe_ttft(seconds(at - request_.arrived));
+  if (last_text_) {
+    metrics_.observe_tpot(seconds(at - *last_text_));
+  } else {
+    metrics_.observe_ttft(seconds(at - request_.arrived));
+    trace_.first_token();
+  }
   last_text_ = at;
 }
 

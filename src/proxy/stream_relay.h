@@ -20,6 +20,7 @@
 #include "http/exchange.h"
 #include "proxy/dispatch.h"
 #include "proxy/legs.h"
+#include "proxy/request_trace.h"
 #include "proxy/resume.h"
 #include "proxy/stream_events.h"
 
@@ -32,7 +33,8 @@ struct StreamLimits {
 
 class StreamRelay {
  public:
-  StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, Dispatch& dispatch, StreamLimits limits);
+  StreamRelay(http::Exchange& ex, const PdRequest& request, ProxyMetrics& metrics, Dispatch& dispatch, StreamLimits limits,
+              RequestTrace& trace);
 
   // Runs the request to its end, and counts it by the HTTP status the client got
   // (kClientClosed when it left before any).
@@ -63,6 +65,7 @@ class StreamRelay {
   asio::awaitable<void> fail(const std::string& body, const http::Response& whole);
   asio::awaitable<void> fail_with(const ApiError& e);
   void time_text(http::Clock::time_point at);
+  void count(int status);
   void learn_prefill_time(Instance& p, http::Clock::time_point started);
 
   http::Exchange& ex_;
@@ -70,6 +73,7 @@ class StreamRelay {
   ProxyMetrics& metrics_;
   Dispatch& dispatch_;
   StreamLimits limits_;
+  RequestTrace& trace_;
   StreamRewriter rewriter_;
   // While resuming: the resumed request's rewriter, its body, and the conversion of its
   // events into the client's stream.

@@ -7,6 +7,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -63,7 +65,7 @@ const std::string kCompletion = R"({"prompt":"Hi","max_tokens":3})";
 class Pool {
  public:
   Pool(std::vector<Kind> prefill, std::vector<Kind> decode, size_t max_queued = 1024,
-       std::chrono::milliseconds queue_timeout = std::chrono::milliseconds(200)) {
+       std::chrono::milliseconds queue_timeout = std::chrono::milliseconds(200), const std::string& access_log = "") {
     ProxyConfig c;
     for (size_t i = 0; i < prefill.size(); ++i) add(c, "p" + std::to_string(i), prefill[i], InstanceRole::prefill);
     for (size_t i = 0; i < decode.size(); ++i) add(c, "d" + std::to_string(i), decode[i], InstanceRole::decode);
@@ -73,6 +75,7 @@ class Pool {
     c.health.interval = std::chrono::seconds(60);
     c.dispatch.queue_timeout = queue_timeout;
     c.dispatch.max_queued = max_queued;
+    c.access_log = access_log;
     proxy_ = std::make_unique<ProxyServer>(c);
     http::ServerConfig sc;
     sc.port = 0;
@@ -137,6 +140,30 @@ TEST(ProxyFailover, AFailingDecodeInstanceIsRetriedWithTheSameHandOff) {
   EXPECT_EQ(Json::parse(tried[0].body)["kv_transfer_params"], Json::parse(served[0].body)["kv_transfer_params"]);
   // D took every hand-off, so P was never asked to release one.
   EXPECT_EQ(pool.at("p0").requests("/internal/kv/release"), 0u);
+}
+
+// One JSON line per request: its routing, the retry, the hand-off and the status.
+TEST(ProxyFailover, TheAccessLogTellsEachRequestsLife) {
+  const std::string path = ::testing::TempDir() + "proxy_access.log";
+  std::remove(path.c_str());
+  {
+    Pool pool({Kind::kFailing, Kind::kPrefill}, {Kind::kDecode}, 1024, std::chrono::milliseconds(200), path);
+    ASSERT_EQ(call(pool.url(), request("POST", "/v1/completions", R"({"prompt":"Hi","stream":true})"), true).status, 200);
+    ASSERT_EQ(call(pool.url(), request("POST", "/v1/completions", "not json")).status, 400);
+  }
+  std::ifstream in(path);
+  std::vector<Json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  const Json& first = lines[0];
+  EXPECT_EQ(first["status"], 200);
+  EXPECT_EQ(first["stream"], true);
+  std::vector<std::string> events;
+  for (const Json& e : first["events"]) events.push_back(e["event"].get<std::string>() + (e.contains("instance") ? ":" + e["instance"].get<std::string>() : ""));
+  EXPECT_EQ(events, (std::vector<std::string>{"routed:p0", "retry:p0", "routed:p1", "first_token", "prefill_done", "routed:d0",
+                                              "decode_started"}));
+  EXPECT_EQ(lines[1]["status"], 400);
+  EXPECT_TRUE(lines[1]["events"].empty());
 }
 
 TEST(ProxyFailover, WhenEveryInstanceFailsTheLastErrorIsTheAnswer) {

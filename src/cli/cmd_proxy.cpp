@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/chat_template_arg.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "http/server.h"
@@ -27,6 +28,7 @@ struct ProxyArgs {
   double queue_timeout_s = 30;
   int health_interval_ms = 1000;
   std::string access_log;
+  std::string tokenizer, chat_template;
 };
 
 void add_instances(proxy::ProxyConfig& config, const std::vector<std::string>& urls, proxy::InstanceRole role) {
@@ -56,6 +58,8 @@ void run(const ProxyArgs& a) {
   config.health.interval = std::chrono::milliseconds(a.health_interval_ms);
   config.health.timeout = std::min(config.health.interval, std::chrono::milliseconds(2000));
   config.access_log = a.access_log;
+  config.tokenizer = a.tokenizer;
+  config.chat_template = chat_template_source(a.chat_template);
   // Declared before the server so that it outlives every handler using it.
   proxy::ProxyServer proxy(config);
 
@@ -119,6 +123,10 @@ void register_proxy(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--health-interval-ms", args->health_interval_ms, "How often every instance's GET /health is probed")
       ->capture_default_str();
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "The model's tokenizer (its GGUF file, a tokenizer.json or a checkpoint folder): prompts are measured exactly");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Jinja chat template (a file, or the text) replacing the tokenizer's own; give the instances' --chat-template");
   cmd->add_option("--access-log", args->access_log,
                   "Append a JSON line per request (its routing, retries, hand-off, first token, status) to this file; - for stdout");
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();

@@ -27,6 +27,7 @@ struct PdRequest {
   Identity id;
   http::Clock::time_point arrived;
   routing::RoutingRequest routing;  // what routing knows of it (request_estimate.h)
+  std::optional<std::vector<int32_t>> prompt_ids;  // with --tokenizer: the instances' own ids
 };
 
 struct LegResult {

@@ -41,6 +41,7 @@ ProxyServer::ProxyServer(ProxyConfig config)
       scheduler_(registry_, config_.scheduler),
       dispatch_(registry_, scheduler_, config_.dispatch) {
   if (!config_.access_log.empty()) access_log_ = std::make_unique<AccessLog>(config_.access_log);
+  if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<PromptTokenizer>(config_.tokenizer, config_.chat_template);
   monitor_ = std::make_unique<HealthMonitor>(registry_, config_.health);
 }
 
@@ -104,6 +105,11 @@ asio::awaitable<void> ProxyServer::generate(http::Exchange& ex, Api api) {
     request.target = std::string(ex.path());
     request.authorization = std::string(ex.request()[http::Field::authorization]);
     request.routing = routing_request(api, request.body, request.id.id, seconds_since_start(request.arrived));
+    if (tokenizer_) {
+      request.prompt_ids = tokenizer_->tokens(api, request.body);
+      if (request.prompt_ids) request.routing.prompt_tokens = int64_t(request.prompt_ids->size());
+      trace.mark("tokenized", {{"prompt_tokens", request.routing.prompt_tokens}, {"exact", request.prompt_ids.has_value()}});
+    }
     if (wants_stream(request.body)) {
       StreamRelay relay(ex, request, metrics_, dispatch_, StreamLimits{config_.timeout, config_.release_timeout}, trace);
       co_await relay.run();

@@ -19,6 +19,7 @@
 #include "proxy/errors.h"
 #include "proxy/health_monitor.h"
 #include "proxy/legs.h"
+#include "proxy/prompt_tokens.h"
 #include "proxy/proxy_metrics.h"
 #include "proxy/registry.h"
 #include "proxy/request_trace.h"
@@ -38,6 +39,11 @@ struct ProxyConfig {
   std::chrono::milliseconds timeout{std::chrono::seconds(600)};
   std::chrono::milliseconds release_timeout{std::chrono::seconds(2)};  // a lease release
   std::string access_log;  // a JSON line per request appended here ("-": stdout); none when empty
+  // The model's tokenizer (a GGUF file, tokenizer.json or checkpoint folder) and a chat
+  // template text replacing its own: prompts are then measured exactly. Without one they
+  // are estimated from the body (request_estimate.h).
+  std::string tokenizer;
+  std::string chat_template;
 };
 
 class ProxyServer {
@@ -94,6 +100,7 @@ class ProxyServer {
   Dispatch dispatch_;
   ProxyMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;
+  std::unique_ptr<PromptTokenizer> tokenizer_;
   std::unique_ptr<HealthMonitor> monitor_;  // last: it probes the registry from its thread
 };
 

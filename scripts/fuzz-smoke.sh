@@ -2,7 +2,8 @@
 # Builds the fuzzers with clang (libFuzzer, ASan, UBSan) into build-fuzz and runs each for a
 # bounded time on a scratch copy of its committed seeds (fuzz/corpus/NAME): gguf (the GGUF
 # reader), safetensors (the safetensors reader), protocol (the OpenAI request parsing),
-# placement (load traces and placement files) and kv_wire (the KV transfer wire format).
+# placement (load traces and placement files), kv_wire (the KV transfer wire format) and
+# kv_events (the KV-events payloads and snapshots).
 # Exits non-zero when a fuzzer finds a crash, a sanitizer report, a leak, a timeout or an
 # out-of-memory; the input that did it is left in build-fuzz/NAME-fuzz-run/findings/
 # (replay: build-fuzz/fuzz/NAME_fuzz FILE).
@@ -21,12 +22,12 @@ seconds=${FUZZ_SECONDS:-30}
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOENGINE_FUZZ=ON -DMOENGINE_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
-ninja -C "$build" -j "${JOBS:-2}" gguf_fuzz safetensors_fuzz protocol_fuzz placement_fuzz kv_wire_fuzz
+ninja -C "$build" -j "${JOBS:-2}" gguf_fuzz safetensors_fuzz protocol_fuzz placement_fuzz kv_wire_fuzz kv_events_fuzz
 
 # UBSan only prints by default; a report must fail the run like an ASan one does.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 failed=0
-for name in gguf safetensors protocol placement kv_wire; do
+for name in gguf safetensors protocol placement kv_wire kv_events; do
   work="$build/$name-fuzz-run"
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/findings"

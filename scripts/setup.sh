@@ -10,9 +10,12 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer targets
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libyaml-cpp-dev                     # topology files of moengine launch
   libxxhash-dev libpcre2-dev libicu-dev
   libboost1.81-dev                    # Asio + Beast: the HTTP server and client
   libucx-dev                          # KV transfer between prefill and decode instances
+  libzmq3-dev cppzmq-dev              # KV events from the engines to the proxy
+  nginx-light                         # the peer of bench/proxy_overhead (a plain reverse proxy)
 )
 
 sudo_cmd=""

@@ -5,9 +5,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 
+#include "cli/chat_template_arg.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
@@ -15,6 +14,7 @@
 #include "disagg/model_fingerprint.h"
 #include "engine/async_engine.h"
 #include "http/server.h"
+#include "kv_events/publisher.h"
 #include "server/openai_server.h"
 #include "tokenizer/gguf_vocab.h"
 
@@ -45,6 +45,7 @@ struct ServeArgs {
   int kv_port = 0;
   int64_t kv_lease_ms = 30000;
   std::string kv_load_failure_policy = "recompute";
+  std::string kv_events_endpoint;  // empty: no KV events
 };
 
 // The instance's part in prefill/decode hand-offs; none for a plain (role both) instance
@@ -56,7 +57,7 @@ std::unique_ptr<disagg::KvAgent> make_kv_agent(const ServeArgs& a, AsyncEngine& 
   if (a.kv_lease_ms < 1) fail("--kv-lease-ms must be at least 1, got {}", a.kv_lease_ms);
   disagg::PdConfig pd;
   pd.role = role;
-  pd.engine_id = a.engine_id.empty() ? disagg::new_engine_id() : a.engine_id;
+  pd.engine_id = a.engine_id;
   pd.transport.kind = disagg::parse_transport_kind(a.kv_transport.empty() ? "ucx" : a.kv_transport);
   pd.transport.host = a.kv_host.empty() ? a.host : a.kv_host;
   if (pd.transport.host == "0.0.0.0" || pd.transport.host == "::") {
@@ -69,16 +70,7 @@ std::unique_ptr<disagg::KvAgent> make_kv_agent(const ServeArgs& a, AsyncEngine& 
   return std::make_unique<disagg::KvAgent>(pd, engine.kv(), disagg::model_fingerprint(model.file()));
 }
 
-// --chat-template takes a file, or (as vLLM's does) the template text itself.
-std::string chat_template_source(const std::string& arg) {
-  if (arg.empty()) return "";
-  std::ifstream in(arg, std::ios::binary);
-  if (in) return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (arg.find("{{") != std::string::npos || arg.find("{%") != std::string::npos) return arg;
-  fail("--chat-template: cannot open '{}' (and it is not template text)", arg);
-}
-
-void run(const ServeArgs& a) {
+void run(ServeArgs a) {
   if (a.port < 0 || a.port > 65535) fail("--port must be in [0, 65535], got {}", a.port);
   if (a.max_num_seqs < 1) fail("--max-num-seqs must be at least 1, got {}", a.max_num_seqs);
   if (a.max_num_batched_tokens < a.max_num_seqs) {
@@ -89,6 +81,8 @@ void run(const ServeArgs& a) {
   if (a.max_waiting < 1) fail("--max-waiting must be at least 1, got {}", a.max_waiting);
   if (a.max_body_bytes < 1) fail("--max-body-bytes must be at least 1");
   const std::string chat_template = chat_template_source(a.chat_template);
+  // Chosen now: the hand-offs, the KV-events topic and /health all name the instance by it.
+  if (a.engine_id.empty()) a.engine_id = disagg::new_engine_id();
 
   auto model = load_model_with_progress(a.model);
   if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); serve needs one", a.model.path);
@@ -114,6 +108,12 @@ void run(const ServeArgs& a) {
   ec.engine.kv_lease = std::chrono::milliseconds(a.kv_lease_ms);
   ec.threads = a.threads;
   ec.max_waiting = a.max_waiting;
+  // Declared before the engine, whose thread publishes through it until it is joined.
+  std::unique_ptr<kv_events::KvEventPublisher> kv_publisher;
+  if (!a.kv_events_endpoint.empty()) {
+    kv_publisher = std::make_unique<kv_events::KvEventPublisher>(kv_events::PublisherConfig{a.kv_events_endpoint, a.engine_id});
+    ec.kv_event_sink = [p = kv_publisher.get()](uint64_t seq, std::vector<kv_events::KvEvent> events) { p->publish(seq, std::move(events)); };
+  }
   // Declared before the server so that it outlives every handler holding one of its requests.
   AsyncEngine engine(*model, tok, ec);
   const RequestLimits& limits = engine.limits();
@@ -122,7 +122,7 @@ void run(const ServeArgs& a) {
                a.max_num_seqs, (long long)a.max_num_batched_tokens);
 
   std::unique_ptr<disagg::KvAgent> agent = make_kv_agent(a, engine, *model);
-  const std::string engine_id = agent ? agent->config().engine_id : (a.engine_id.empty() ? disagg::new_engine_id() : a.engine_id);
+  const std::string& engine_id = a.engine_id;
   std::fprintf(stderr, "engine: id %s, role %s", engine_id.c_str(), a.role.c_str());
   if (agent) {
     const nlohmann::json endpoint = agent->info()["transport"];
@@ -130,6 +130,7 @@ void run(const ServeArgs& a) {
                  disagg::transport_kind_name(agent->config().transport.kind), endpoint.value("host", "").c_str(), endpoint.value("port", 0),
                  (long long)a.kv_lease_ms, a.kv_load_failure_policy.c_str(), agent->fingerprint().c_str());
   }
+  if (kv_publisher) std::fprintf(stderr, ", KV events on %s (topic %s)", kv_publisher->endpoint().c_str(), kv_publisher->topic().c_str());
   std::fprintf(stderr, "\n");
 
   server::ApiConfig api;
@@ -221,6 +222,9 @@ void register_serve(CLI::App& app) {
                   "When a decode instance cannot pull the KV: recompute (prefill the prompt itself) or fail (502)")
       ->check(CLI::IsMember({"recompute", "fail"}))
       ->capture_default_str();
+  cmd->add_option("--kv-events-endpoint", args->kv_events_endpoint,
+                  "Publish KV-cache events (blocks stored and evicted) on a ZeroMQ PUB socket bound here, e.g. "
+                  "tcp://127.0.0.1:5557 (a port of * picks one); off by default (docs/kv_events.md)");
   cmd->callback([args] { run(*args); });
 }
 

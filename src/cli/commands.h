@@ -15,6 +15,7 @@ void register_placement(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_proxy(CLI::App& app);
+void register_launch(CLI::App& app);
 
 inline void register_commands(CLI::App& app) {
   register_gen_model(app);
@@ -29,6 +30,7 @@ inline void register_commands(CLI::App& app) {
   register_placement(app);
   register_serve(app);
   register_proxy(app);
+  register_launch(app);
 }
 
 }  // namespace moe::cli

@@ -11,6 +11,7 @@ AsyncEngine::AsyncEngine(Model& model, const Tokenizer& tokenizer, AsyncEngineCo
       limits_(core_->limits()),
       snapshot_(core_->metrics()) {
   if (config_.max_waiting < 1) fail("the waiting queue must hold at least 1 request");
+  if (config_.kv_event_sink) core_->record_kv_events();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -72,6 +73,31 @@ void AsyncEngine::cancel(int64_t id) {
   wake_.notify_one();
 }
 
+bool AsyncEngine::kv_snapshot(std::function<void(kv_events::KvSnapshot)> done) {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return false;
+    snapshot_requests_.push_back(std::move(done));
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void AsyncEngine::flush_kv_events() {
+  if (!config_.kv_event_sink) return;
+  std::vector<kv_events::KvEvent> events = core_->take_kv_events();
+  if (!events.empty()) config_.kv_event_sink(++kv_seq_, std::move(events));
+}
+
+void AsyncEngine::answer_snapshots(std::vector<std::function<void(kv_events::KvSnapshot)>>& requests) {
+  if (requests.empty()) return;
+  // Every message numbered so far is out, and nothing changes the index until this returns.
+  flush_kv_events();
+  const kv_events::KvSnapshot snap{kv_seq_, core_->config().block_size, core_->blocks().cached_hashes()};
+  for (auto& done : requests) done(snap);
+  requests.clear();
+}
+
 EngineMetrics AsyncEngine::metrics() const {
   std::lock_guard lk(mu_);
   return snapshot_;
@@ -81,6 +107,8 @@ void AsyncEngine::loop() {
   std::deque<Submission> subs;
   std::vector<int64_t> cancels;
   std::vector<std::pair<int64_t, bool>> loaded;
+  std::vector<std::function<void(kv_events::KvSnapshot)>> snapshots;
+  if (config_.kv_event_sink) config_.kv_event_sink(++kv_seq_, {kv_events::AllCleared{}});
   // The last step found nothing to do: only an event from outside (or a lease running
   // out) can change that, so wait for one instead of spinning.
   bool stalled = false;
@@ -89,7 +117,7 @@ void AsyncEngine::loop() {
       std::unique_lock lk(mu_);
       const auto ready = [&] {
         return stopping_ || !inbox_.empty() || !cancels_.empty() || !loaded_.empty() || lease_ended_ ||
-               (core_->has_work() && !stalled);
+               !snapshot_requests_.empty() || (core_->has_work() && !stalled);
       };
       const std::optional<Clock::time_point> expiry = core_->next_lease_expiry();
       if (expiry) {
@@ -101,10 +129,12 @@ void AsyncEngine::loop() {
       subs.swap(inbox_);
       cancels.swap(cancels_);
       loaded.swap(loaded_);
+      snapshots.swap(snapshot_requests_);
       lease_ended_ = false;
       // They wait in the core until this turn's step admits them.
       core_waiting_ += subs.size();
     }
+    answer_snapshots(snapshots);
     // Submissions first, so a cancel that overtook its own request still finds it.
     for (Submission& s : subs) {
       try {
@@ -124,11 +154,18 @@ void AsyncEngine::loop() {
     loaded.clear();
     core_->end_leases(Clock::now());
     stalled = !core_->step();
+    flush_kv_events();
     std::lock_guard lk(mu_);
     snapshot_ = core_->metrics();
     core_waiting_ = core_->n_waiting();
   }
   core_->abort_all();
+  {
+    // Requests made before stopping_ was set still get their answer.
+    std::lock_guard lk(mu_);
+    snapshots.swap(snapshot_requests_);
+  }
+  answer_snapshots(snapshots);
   std::lock_guard lk(mu_);
   for (Submission& s : inbox_) end_unstarted(s, FinishKind::kAbort, "");
   inbox_.clear();

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/engine_core.h"
+#include "kv_events/events.h"
 
 namespace moe {
 
@@ -21,6 +23,10 @@ struct AsyncEngineConfig {
   EngineConfig engine;
   int threads = 0;           // compute threads; <= 0: one per core
   size_t max_waiting = 256;  // requests queued but not running; more are refused
+  // Takes the KV events of each engine turn that has some (docs/kv_events.md) as one
+  // message, numbered 1, 2, ...; message 1 is AllCleared, sent as the engine starts. Called
+  // on the engine thread, so it must only queue them. Unset: no events are recorded.
+  std::function<void(uint64_t seq, std::vector<kv_events::KvEvent> events)> kv_event_sink;
 };
 
 class AsyncEngine {
@@ -55,6 +61,13 @@ class AsyncEngine {
   // blocks freed. Unknown or finished ids are ignored.
   void cancel(int64_t id);
 
+  // Thread-safe. At the engine's next turn, calls done on the engine thread with every block
+  // in the prefix index and the number of the last message given to kv_event_sink before
+  // (0 without one), so that the snapshot and the messages agree. done must return quickly.
+  // False (and done never called) once the engine is stopping.
+  [[nodiscard]] bool kv_snapshot(std::function<void(kv_events::KvSnapshot)> done);
+  bool publishes_kv_events() const { return bool(config_.kv_event_sink); }
+
   // Thread-safe copy of the metrics as of the last step.
   EngineMetrics metrics() const;
 
@@ -75,6 +88,9 @@ class AsyncEngine {
   std::optional<int64_t> enqueue(Submission s);
 
   void loop();
+  // Engine thread: hands the events logged since the last call to kv_event_sink.
+  void flush_kv_events();
+  void answer_snapshots(std::vector<std::function<void(kv_events::KvSnapshot)>>& requests);
   // The final output of a request that never reached the core.
   static void end_unstarted(Submission& s, FinishKind kind, const std::string& error);
 
@@ -90,11 +106,13 @@ class AsyncEngine {
   std::deque<Submission> inbox_;
   std::vector<int64_t> cancels_;
   std::vector<std::pair<int64_t, bool>> loaded_;
+  std::vector<std::function<void(kv_events::KvSnapshot)>> snapshot_requests_;
   bool lease_ended_ = false;  // a release is waiting for the engine to free its blocks
   bool stopping_ = false;
   int64_t next_id_ = 1;
   size_t core_waiting_ = 0;  // the core's waiting queue, as of the last turn
   EngineMetrics snapshot_;
+  uint64_t kv_seq_ = 0;  // the last KV-events message numbered; engine thread only
 
   std::thread thread_;
 };

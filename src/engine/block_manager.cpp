@@ -1,9 +1,9 @@
 #include "engine/block_manager.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <stdexcept>
+
+#include "core/block_hash.h"
 
 namespace moe {
 
@@ -24,21 +24,16 @@ bool BlockManager::can_admit(int64_t n_tokens, double watermark_fraction) const 
   return double(blocks_for(n_tokens)) <= double(n_available()) - reserve;
 }
 
-uint64_t BlockManager::block_hash(uint64_t parent, const int32_t* tokens) const {
-  // The parent's hash seeds the block's: the chain makes h_i depend on every earlier token.
-  return XXH3_64bits_withSeed(tokens, size_t(block_size_) * sizeof(int32_t), parent);
-}
-
 std::vector<int32_t> BlockManager::cached_prefix(const std::vector<int32_t>& tokens,
                                                  std::vector<uint64_t>* hashes) const {
   std::vector<int32_t> found;
   if (tokens.empty()) return found;
   // One block short of a fully cached prompt: the engine must prefill at least one token.
   const size_t max_blocks = (tokens.size() - 1) / size_t(block_size_);
-  uint64_t parent = 0;
+  uint64_t parent = kRootParentHash;
   for (size_t i = 0; i < max_blocks; ++i) {
     const int32_t* t = tokens.data() + i * size_t(block_size_);
-    const uint64_t h = block_hash(parent, t);
+    const uint64_t h = block_hash(parent, t, size_t(block_size_));
     const auto it = index_.find(h);
     if (it == index_.end()) break;
     const Block& b = blocks_[size_t(it->second)];
@@ -67,6 +62,21 @@ void BlockManager::uncache(int32_t block) {
   index_.erase(b.hash);
   b.cached = false;
   b.tokens.clear();
+  if (!recording_) return;
+  // Evictions come in runs (one allocation may take several blocks): one event for a run.
+  auto* last = events_.empty() ? nullptr : std::get_if<kv_events::BlocksRemoved>(&events_.back());
+  if (last) {
+    last->hashes.push_back(b.hash);
+  } else {
+    events_.emplace_back(kv_events::BlocksRemoved{{b.hash}});
+  }
+}
+
+std::vector<uint64_t> BlockManager::cached_hashes() const {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(index_.size());
+  for (const auto& [h, block] : index_) hashes.push_back(h);
+  return hashes;
 }
 
 int32_t BlockManager::take_fresh() {
@@ -138,9 +148,9 @@ void BlockManager::commit_full_blocks(SeqId seq, const std::vector<int32_t>& tok
     throw std::invalid_argument("BlockManager::commit_full_blocks: more tokens than positions reserved");
   const size_t n_full = tokens.size() / size_t(block_size_);
   for (size_t i = s.hashes.size(); i < n_full; ++i) {
-    const uint64_t parent = i == 0 ? 0 : s.hashes[i - 1];
+    const uint64_t parent = i == 0 ? kRootParentHash : s.hashes[i - 1];
     const int32_t* t = tokens.data() + i * size_t(block_size_);
-    const uint64_t h = block_hash(parent, t);
+    const uint64_t h = block_hash(parent, t, size_t(block_size_));
     s.hashes.push_back(h);
     Block& b = blocks_[size_t(s.table[i])];
     // An equal prefix already cached elsewhere (two requests prefilled it at once) keeps
@@ -151,7 +161,19 @@ void BlockManager::commit_full_blocks(SeqId seq, const std::vector<int32_t>& tok
     b.parent_hash = parent;
     b.tokens.assign(t, t + block_size_);
     index_.emplace(h, s.table[i]);
+    if (recording_) log_stored(h, parent, i);
   }
+}
+
+void BlockManager::log_stored(uint64_t hash, uint64_t parent, size_t i) {
+  if (!events_.empty()) {
+    auto* last = std::get_if<kv_events::BlocksStored>(&events_.back());
+    if (last && last->hashes.back() == parent) {
+      last->hashes.push_back(hash);
+      return;
+    }
+  }
+  events_.emplace_back(kv_events::BlocksStored{i == 0 ? std::nullopt : std::optional(parent), {hash}, block_size_});
 }
 
 void BlockManager::free(SeqId seq) {

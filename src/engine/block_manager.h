@@ -11,9 +11,9 @@
 //                 Kept in LRU order and reused (its index entry dropped) only when no free
 //                 block is left.
 //
-// Prefix index. A full block is named by a hash chain, h_i = XXH3_64(tokens of block i,
-// seed = h_{i-1}) with h_{-1} = 0, so two sequences get the same h_i exactly when their
-// first (i+1)*block_size tokens are equal (up to a 64-bit collision, which is ruled out by
+// Prefix index. A full block is named by a hash chain (core/block_hash.h), h_i =
+// XXH3_64(tokens of block i, seed = h_{i-1}) with h_{-1} = 0, so two sequences get the same
+// h_i exactly when their first (i+1)*block_size tokens are equal (up to a 64-bit collision, which is ruled out by
 // also comparing the block's tokens and parent hash on a match: a wrong hit would silently
 // corrupt output, and the check costs block_size integer compares).
 //
@@ -23,6 +23,9 @@
 // privately, so the engine recomputes its tokens and always has at least one prompt token
 // to prefill (whose logits give the first output token).
 //
+// KV events. When recording, every change to the prefix index is logged as a KvEvent (a
+// block entered it, was evicted from it) for the engine to publish (docs/kv_events.md).
+//
 // Out of blocks is never an error: can_* say whether an operation fits, and the mutating
 // calls return false / nullopt and change nothing when it does not.
 #include <cstdint>
@@ -30,7 +33,10 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include "kv_events/events.h"
 
 namespace moe {
 
@@ -103,6 +109,13 @@ class BlockManager {
   uint64_t prefix_queries() const { return prefix_queries_; }
   uint64_t prefix_hits() const { return prefix_hits_; }
 
+  // Logs prefix-index changes from now on; off by default, since nobody may take them.
+  void record_events() { recording_ = true; }
+  // The changes logged since the last call, in order.
+  std::vector<kv_events::KvEvent> take_events() { return std::exchange(events_, {}); }
+  // Every hash in the prefix index, in no particular order.
+  std::vector<uint64_t> cached_hashes() const;
+
   // Internal consistency (free list, LRU and index agree with every block's state);
   // empty when consistent, else what is wrong. For tests.
   std::string validate() const;
@@ -123,7 +136,6 @@ class BlockManager {
     std::vector<uint64_t> hashes;
   };
 
-  uint64_t block_hash(uint64_t parent, const int32_t* tokens) const;
   // The cached blocks matching tokens' leading whole blocks, at most (size - 1) / bs.
   std::vector<int32_t> cached_prefix(const std::vector<int32_t>& tokens,
                                      std::vector<uint64_t>* hashes) const;
@@ -131,6 +143,9 @@ class BlockManager {
   // index entry dropped. Callers check n_available() first.
   int32_t take_fresh();
   void uncache(int32_t block);
+  // Logs that the block with this hash (child of parent; block i of its sequence) entered
+  // the index, extending the last stored chain when it is that chain's next block.
+  void log_stored(uint64_t hash, uint64_t parent, size_t i);
 
   int32_t n_blocks_, block_size_;
   std::vector<Block> blocks_;
@@ -139,6 +154,8 @@ class BlockManager {
   std::unordered_map<uint64_t, int32_t> index_;
   std::unordered_map<SeqId, Seq> seqs_;
   uint64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  bool recording_ = false;
+  std::vector<kv_events::KvEvent> events_;
 };
 
 }  // namespace moe

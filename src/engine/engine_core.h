@@ -100,6 +100,10 @@ class EngineCore {
   size_t n_running() const { return scheduler_.n_running(); }
   size_t n_waiting() const { return scheduler_.n_waiting(); }
   const BlockManager& blocks() const { return blocks_; }
+  // KV events (docs/kv_events.md): log prefix-index changes from now on, and take those
+  // logged so far.
+  void record_kv_events() { blocks_.record_events(); }
+  std::vector<kv_events::KvEvent> take_kv_events() { return blocks_.take_events(); }
   // The KV pool, for the transfers of a prefill/decode pair.
   KvStore& kv() { return kv_; }
   // Gauges are refreshed by each step() and abort().

@@ -46,6 +46,10 @@ ApiError queue_full(const std::string& message) {
   return ApiError(http::Status::too_many_requests, "rate_limit_error", "queue_full", message);
 }
 
+ApiError kv_events_off(const std::string& message) {
+  return ApiError(http::Status::not_found, kInvalidRequest, "kv_events_off", message);
+}
+
 ApiError internal_error(const std::string& message) {
   return ApiError(http::Status::internal_server_error, "server_error", "internal_error", message);
 }

@@ -33,6 +33,8 @@ ApiError kv_transfer_failed(const std::string& message);
 // 410 / 404: a lease release that came after the lease ran out, or names none.
 ApiError lease_expired(const std::string& message);
 ApiError lease_unknown(const std::string& message);
+// 404: GET /internal/kv/blocks on an instance started without --kv-events-endpoint.
+ApiError kv_events_off(const std::string& message);
 // 500: the engine failed on a request it had accepted.
 ApiError internal_error(const std::string& message);
 

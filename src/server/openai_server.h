@@ -48,6 +48,9 @@ class OpenAiServer {
   void check_role(const GenerationFields& gen) const;
   // POST /internal/kv/release {"remote_request_id"}: 200, or 410 / 404 (api_error.h).
   asio::awaitable<void> release_lease(http::Exchange& ex);
+  // GET /internal/kv/blocks: the prefix index's blocks and the last KV-events message
+  // before them (docs/kv_events.md), taken at the engine's next turn.
+  asio::awaitable<void> kv_blocks(http::Exchange& ex);
   http::Response health() const;
   http::Response kv_info() const;
   // The routes that answer at once, without the engine's outputs.

@@ -1,0 +1,57 @@
+// proxy_overhead_bench in a tiny mode: it starts its stub, nginx and moengine's proxy,
+// measures all four targets, and reports latency and a held rate for each; the unified
+// proxy relays in one hop, the P/D proxy in two legs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/run_cli.h"
+
+namespace {
+
+constexpr const char* kNginx = "/usr/sbin/nginx";
+
+TEST(ProxyOverheadBench, TinyRunReportsEveryTarget) {
+  if (access(kNginx, X_OK) != 0) {
+    GTEST_SKIP() << kNginx << " is missing: the benchmark's peer is Debian's nginx (apt-get install nginx-light, "
+                 << "as scripts/setup.sh does)";
+  }
+  const std::string json_path = moe::testing::test_dir("proxy-overhead-bench") + "/result.json";
+  // A loose p99 bound: ctest may run other tests on the same cores.
+  const moe::testing::CliResult r = moe::testing::run_command(
+      std::string(PROXY_OVERHEAD_BENCH) + " --nginx " + kNginx +
+      " --requests 20 --warmup-requests 5 --duration-s 0.2 --warmup-s 0.05 --concurrency 1,4 --p99-bound-ms 5000 --json " +
+      json_path + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("Added latency over direct"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Highest request rate held"), std::string::npos) << r.out;
+
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_NE(j["peer"].get<std::string>().find("nginx/"), std::string::npos) << j["peer"];
+  const nlohmann::json& targets = j["targets"];
+  ASSERT_EQ(targets.size(), 4u) << j.dump(2);
+  const std::vector<std::pair<std::string, double>> expected{
+      {"direct (stub)", 1}, {"nginx", 1}, {"moengine unified", 1}, {"moengine P/D", 2}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const nlohmann::json& t = targets[i];
+    const auto& [name, legs] = expected[i];
+    EXPECT_EQ(t["name"], name);
+    for (const char* kind : {"whole", "streamed"}) {
+      SCOPED_TRACE(name + " " + kind);
+      const nlohmann::json& k = t[kind];
+      EXPECT_EQ(k["latency"]["answers"], 20);
+      EXPECT_EQ(k["latency"]["errors"], 0);
+      EXPECT_GT(k["latency"]["p50_ms"].get<double>(), 0);
+      EXPECT_GT(k["max_rate_held"].get<double>(), 0);
+      EXPECT_EQ(k["ramp"].size(), 2u);
+      EXPECT_DOUBLE_EQ(k["latency"]["legs_per_request"].get<double>(), legs);
+      for (const nlohmann::json& step : k["ramp"]) EXPECT_DOUBLE_EQ(step["legs_per_request"].get<double>(), legs);
+    }
+  }
+}
+
+}  // namespace

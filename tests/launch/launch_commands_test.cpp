@@ -1,0 +1,96 @@
+// The command lines a topology turns into: serve and proxy flags, URLs, engine ids,
+// thread shares, model names and paths, and shell quoting for --dry-run.
+#include <gtest/gtest.h>
+
+#include "launch/commands.h"
+
+namespace moe::launch {
+namespace {
+
+using Args = std::vector<std::string>;
+
+TEST(LaunchCommands, ServeArgs) {
+  InstanceSpec s;
+  s.name = "prefill-0";
+  s.role = InstanceRole::kPrefill;
+  s.host = "127.0.0.1";
+  s.kv_transport = "tcp";
+  s.args = {"--max-num-seqs", "8"};
+  EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, 9100, "prefill-0"),
+            (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "prefill", "--host", "127.0.0.1", "--port",
+                  "9100", "--threads", "2", "--engine-id", "prefill-0", "--kv-transport", "tcp", "--max-num-seqs", "8"}));
+  s.role = InstanceRole::kBoth;
+  s.kv_transport.clear();
+  s.args.clear();
+  const Args unified = serve_args(s, "m.gguf", "tiny", 1, 0, "u-0");
+  EXPECT_EQ(std::find(unified.begin(), unified.end(), "--kv-transport"), unified.end());
+  EXPECT_EQ(unified[6], "both");
+}
+
+TEST(LaunchCommands, ProxyArgsNameOnlyWhatIsUsed) {
+  ProxySpec p;
+  p.port = 0;
+  EXPECT_EQ(proxy_args(p, {{"http://a:1", "http://b:2"}, {"http://c:3"}, {}}),
+            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--prefill", "http://a:1", "--prefill", "http://b:2", "--decode",
+                  "http://c:3"}));
+  const ProxySpec full{.port = 0, .policy = "cost", .api_key = "k", .admin_key = "a", .args = {"--timeout-s", "5"}};
+  EXPECT_EQ(proxy_args(full, {{}, {}, {"http://u:4"}}),
+            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--unified", "http://u:4", "--policy", "cost", "--api-key", "k",
+                  "--admin-key", "a", "--timeout-s", "5"}));
+}
+
+TEST(LaunchCommands, BackendUrlsFollowRoles) {
+  std::vector<InstanceSpec> in(3);
+  in[0].role = InstanceRole::kDecode;
+  in[1].role = InstanceRole::kPrefill;
+  in[2].role = InstanceRole::kBoth;
+  const BackendUrls b = backend_urls(in, {"d", "p", "u"});
+  EXPECT_EQ(b.prefill, Args{"p"});
+  EXPECT_EQ(b.decode, Args{"d"});
+  EXPECT_EQ(b.unified, Args{"u"});
+}
+
+TEST(LaunchCommands, Urls) {
+  EXPECT_EQ(instance_url("127.0.0.1", 80), "http://127.0.0.1:80");
+  EXPECT_EQ(instance_url("0.0.0.0", 81), "http://127.0.0.1:81");
+  EXPECT_EQ(instance_url("::", 82), "http://[::1]:82");
+  EXPECT_EQ(instance_url("fe80::1", 83), "http://[fe80::1]:83");
+  EXPECT_EQ(instance_url("node7", 84), "http://node7:84");
+}
+
+TEST(LaunchCommands, EngineIdsChangeOnRestart) {
+  EXPECT_EQ(engine_id("decode-0", 0), "decode-0");
+  EXPECT_EQ(engine_id("decode-0", 2), "decode-0-r2");
+}
+
+TEST(LaunchCommands, ThreadsShareTheCores) {
+  InstanceSpec s;
+  EXPECT_EQ(instance_threads(s, 4, 16), 4);
+  EXPECT_EQ(instance_threads(s, 3, 2), 1);
+  s.threads = 5;
+  EXPECT_EQ(instance_threads(s, 4, 16), 5);
+}
+
+TEST(LaunchCommands, ModelNamesAndPaths) {
+  ModelSpec m;
+  EXPECT_EQ(served_model_name(m, "models/tiny.gguf"), "tiny");
+  EXPECT_EQ(served_model_name(m, "models/tiny-hf/"), "tiny-hf");
+  ModelSpec named;
+  named.served_name = std::string("x");
+  EXPECT_EQ(served_model_name(named, "models/tiny.gguf"), "x");
+  GeneratedModel g;
+  g.type = "q8_0";
+  g.seed = 1;
+  g.cache_dir = "/c";
+  EXPECT_EQ(generated_model_path(g), "/c/deepseek2-tiny-q8_0-seed1.gguf");
+  EXPECT_EQ(gen_model_args(g, "/o.gguf"),
+            (Args{"gen-model", "--arch", "deepseek2", "--preset", "tiny", "--type", "q8_0", "--seed", "1", "--out", "/o.gguf"}));
+}
+
+TEST(LaunchCommands, ShellLineQuotes) {
+  EXPECT_EQ(shell_line({"moengine", "serve", "--port", "0", "--api-key", "a b", "it's", ""}),
+            "moengine serve --port 0 --api-key 'a b' 'it'\\''s' ''");
+}
+
+}  // namespace
+}  // namespace moe::launch

@@ -1,0 +1,244 @@
+// Topology files: every field read, defaults applied, replicas expanded, the shipped
+// configs valid, and each kind of bad input refused with its file, line and field.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "launch/topology.h"
+
+namespace moe::launch {
+namespace {
+
+// The message of the error parsing `yaml` gives ("" if it parses).
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_topology(yaml, "t.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* const kMinimal = R"(model: m.gguf
+instances:
+  - {name: p, role: prefill}
+  - {name: d, role: decode}
+)";
+
+TEST(LaunchTopology, ReadsEveryField) {
+  const Topology t = parse_topology(R"(model:
+  generate: {arch: qwen3moe, preset: mid, type: q4_K, seed: 7, cache_dir: /tmp/c}
+  name: served
+defaults:
+  host: 127.0.0.2
+  threads: 3
+  kv_transport: tcp
+  args: [--kv-cache-memory, 0.5]
+  restart: on-failure
+  max_restarts: 5
+instances:
+  - name: pre
+    role: prefill
+    count: 1
+    host: 127.0.0.3
+    port: 9100
+    threads: 2
+    kv_transport: ucx
+    weight: 2.5
+    args: [--max-num-seqs, 8]
+    restart: never
+    max_restarts: 1
+  - {name: dec, role: decode}
+  - {name: uni, role: both}
+proxy:
+  host: 0.0.0.0
+  port: 9000
+  policy: cost
+  api_key: k1
+  admin_key: k2
+  args: [--timeout-s, 30]
+timeouts: {ready_s: 5.5, stop_s: 2}
+)",
+                                    "t.yaml");
+  EXPECT_EQ(t.file, "t.yaml");
+  ASSERT_TRUE(t.model.generate);
+  EXPECT_TRUE(t.model.path.empty());
+  EXPECT_EQ(t.model.generate->arch, "qwen3moe");
+  EXPECT_EQ(t.model.generate->preset, "mid");
+  EXPECT_EQ(t.model.generate->type, "q4_K");
+  EXPECT_EQ(t.model.generate->seed, 7u);
+  EXPECT_EQ(t.model.generate->cache_dir, "/tmp/c");
+  EXPECT_EQ(t.model.served_name, "served");
+  EXPECT_EQ(t.model.where, "t.yaml:2");
+
+  ASSERT_EQ(t.instances.size(), 3u);
+  const InstanceSpec& p = t.instances[0];
+  EXPECT_EQ(p.name, "pre-0");
+  EXPECT_EQ(p.group, "pre");
+  EXPECT_EQ(p.role, InstanceRole::kPrefill);
+  EXPECT_EQ(p.host, "127.0.0.3");
+  EXPECT_EQ(p.port, 9100);
+  EXPECT_EQ(p.threads, 2);
+  EXPECT_EQ(p.kv_transport, "ucx");
+  EXPECT_DOUBLE_EQ(p.weight, 2.5);
+  EXPECT_EQ(p.args, (std::vector<std::string>{"--kv-cache-memory", "0.5", "--max-num-seqs", "8"}));
+  EXPECT_EQ(p.restart, RestartPolicy::kNever);
+  EXPECT_EQ(p.max_restarts, 1);
+
+  // The defaults fill in what an entry does not say.
+  const InstanceSpec& d = t.instances[1];
+  EXPECT_EQ(d.name, "dec-0");
+  EXPECT_EQ(d.role, InstanceRole::kDecode);
+  EXPECT_EQ(d.host, "127.0.0.2");
+  EXPECT_EQ(d.port, 0);
+  EXPECT_EQ(d.threads, 3);
+  EXPECT_EQ(d.kv_transport, "tcp");
+  EXPECT_DOUBLE_EQ(d.weight, 1.0);
+  EXPECT_EQ(d.args, (std::vector<std::string>{"--kv-cache-memory", "0.5"}));
+  EXPECT_EQ(d.restart, RestartPolicy::kOnFailure);
+  EXPECT_EQ(d.max_restarts, 5);
+  EXPECT_EQ(t.instances[2].role, InstanceRole::kBoth);
+  EXPECT_EQ(t.instances[2].kv_transport, "tcp");
+
+  EXPECT_EQ(t.proxy.host, "0.0.0.0");
+  EXPECT_EQ(t.proxy.port, 9000);
+  EXPECT_EQ(t.proxy.policy, "cost");
+  EXPECT_EQ(t.proxy.api_key, "k1");
+  EXPECT_EQ(t.proxy.admin_key, "k2");
+  EXPECT_EQ(t.proxy.args, (std::vector<std::string>{"--timeout-s", "30"}));
+  EXPECT_DOUBLE_EQ(t.ready_timeout_s, 5.5);
+  EXPECT_DOUBLE_EQ(t.stop_timeout_s, 2);
+}
+
+TEST(LaunchTopology, Defaults) {
+  const Topology t = parse_topology(std::string(kMinimal) + "  - {name: u, role: both}\n", "t.yaml");
+  EXPECT_EQ(t.model.path, "m.gguf");
+  EXPECT_FALSE(t.model.generate);
+  EXPECT_TRUE(t.model.served_name.empty());
+  ASSERT_EQ(t.instances.size(), 3u);
+  for (const InstanceSpec& s : t.instances) {
+    EXPECT_EQ(s.host, "127.0.0.1");
+    EXPECT_EQ(s.port, 0);
+    EXPECT_EQ(s.threads, 0);
+    EXPECT_DOUBLE_EQ(s.weight, 1.0);
+    EXPECT_TRUE(s.args.empty());
+    EXPECT_EQ(s.restart, RestartPolicy::kNever);
+    EXPECT_EQ(s.max_restarts, 3);
+  }
+  // Prefill and decode instances always hand off; a unified one only when asked to.
+  EXPECT_EQ(t.instances[0].kv_transport, "ucx");
+  EXPECT_EQ(t.instances[1].kv_transport, "ucx");
+  EXPECT_EQ(t.instances[2].kv_transport, "");
+  EXPECT_EQ(t.proxy.host, "127.0.0.1");
+  EXPECT_EQ(t.proxy.port, 8000);
+  EXPECT_TRUE(t.proxy.policy.empty() && t.proxy.api_key.empty() && t.proxy.admin_key.empty() && t.proxy.args.empty());
+  EXPECT_DOUBLE_EQ(t.ready_timeout_s, 120);
+  EXPECT_DOUBLE_EQ(t.stop_timeout_s, 10);
+
+  const Topology g = parse_topology("model: {generate: {}}\ninstances: [{name: u, role: both}]\n", "t.yaml");
+  ASSERT_TRUE(g.model.generate);
+  EXPECT_EQ(g.model.generate->arch, "deepseek2");
+  EXPECT_EQ(g.model.generate->preset, "tiny");
+  EXPECT_EQ(g.model.generate->type, "f32");
+  EXPECT_EQ(g.model.generate->seed, 42u);
+  EXPECT_TRUE(g.model.generate->cache_dir.empty());
+}
+
+TEST(LaunchTopology, ExpandsReplicas) {
+  const Topology t = parse_topology(R"(model: m.gguf
+instances:
+  - {name: p, role: prefill, count: 2}
+  - {name: d, role: decode, count: 3, port: 9200}
+proxy: {port: 0}
+)",
+                                    "t.yaml");
+  ASSERT_EQ(t.instances.size(), 5u);
+  EXPECT_EQ(t.instances[0].name, "p-0");
+  EXPECT_EQ(t.instances[1].name, "p-1");
+  EXPECT_EQ(t.instances[0].port, 0);
+  EXPECT_EQ(t.instances[1].port, 0);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(t.instances[2 + i].name, "d-" + std::to_string(i));
+    EXPECT_EQ(t.instances[2 + i].group, "d");
+    EXPECT_EQ(t.instances[2 + i].port, 9200 + i);
+    EXPECT_EQ(t.instances[2 + i].role, InstanceRole::kDecode);
+  }
+}
+
+TEST(LaunchTopology, ShippedConfigsAreValid) {
+  const Topology a = load_topology(std::string(MOE_CONFIGS_DIR) + "/1p1d.yaml");
+  ASSERT_EQ(a.instances.size(), 2u);
+  EXPECT_EQ(a.instances[0].name, "prefill-0");
+  EXPECT_EQ(a.instances[1].name, "decode-0");
+  EXPECT_EQ(a.instances[1].restart, RestartPolicy::kOnFailure);
+  ASSERT_TRUE(a.model.generate);
+  EXPECT_EQ(a.model.generate->type, "q8_0");
+  EXPECT_EQ(a.model.served_name, "tiny");
+  EXPECT_EQ(load_topology(std::string(MOE_CONFIGS_DIR) + "/2p1d.yaml").instances.size(), 3u);
+  const Topology c = load_topology(std::string(MOE_CONFIGS_DIR) + "/2p2d.yaml");
+  ASSERT_EQ(c.instances.size(), 4u);
+  EXPECT_EQ(c.instances[1].port, 18311);
+  EXPECT_EQ(c.instances[3].port, 18321);
+  for (const InstanceSpec& s : c.instances) {
+    EXPECT_EQ(s.threads, 1);
+    EXPECT_EQ(s.kv_transport, "ucx");
+  }
+}
+
+TEST(LaunchTopology, ErrorsNameFileLineAndField) {
+  const std::string base = "model: m.gguf\ninstances:\n";
+  struct Case {
+    std::string yaml;
+    std::string expected;  // a part of the message
+  };
+  const std::vector<Case> cases{
+      {"model: m.gguf\ninstances: [\n", "t.yaml:3:1: not valid YAML"},
+      {base + "  - {name: u, role: both}\nproxys: {}\n", "t.yaml:4:1: proxys: unknown key (expected one of model, defaults"},
+      {base + "  - name: u\n    role: both\n    thread: 2\n", "t.yaml:5:5: instances[0].thread: unknown key"},
+      {base + "  - name: u\n    role: both\n    role: prefill\n", "t.yaml:5:5: instances[0].role: given twice"},
+      {"instances: [{name: u, role: both}]\n", "t.yaml:1:1: model: missing"},
+      {"model: m.gguf\n", "t.yaml:1:1: instances: must be a non-empty list"},
+      {"model: m.gguf\ninstances: []\n", "t.yaml:2:12: instances: must be a non-empty list"},
+      {base + "  - {role: both}\n", "t.yaml:3:5: instances[0].name: missing"},
+      {base + "  - {name: u}\n", "t.yaml:3:5: instances[0].role: missing"},
+      {base + "  - {name: u, role: prefil}\n", "t.yaml:3:21: instances[0].role: 'prefil' is not one of prefill, decode, both"},
+      {base + "  - {name: u, role: both, port: http}\n", "t.yaml:3:33: instances[0].port: 'http' is not an integer"},
+      {base + "  - {name: u, role: both, port: 70000}\n", "instances[0].port: 70000 is out of range [0, 65535]"},
+      {base + "  - {name: u, role: both, port: 65535, count: 2}\n", "instances[0].port: 2 replicas from port 65535 go past 65535"},
+      {base + "  - {name: u, role: both, count: 0}\n", "instances[0].count: 0 is out of range"},
+      {base + "  - {name: u, role: both, weight: 0}\n", "instances[0].weight: must be more than 0"},
+      {base + "  - {name: u, role: both, kv_transport: rdma}\n", "instances[0].kv_transport: 'rdma' is not one of ucx, tcp"},
+      {base + "  - {name: u, role: both, restart: always}\n", "instances[0].restart: 'always' is not one of never, on-failure"},
+      {base + "  - {name: u, role: both, args: --foo}\n", "instances[0].args: must be a list"},
+      {base + "  - {name: u, role: both, threads: [1]}\n", "instances[0].threads: must be an integer"},
+      {base + "  - {name: 'a b', role: both}\n", "instances[0].name: 'a b' must start with a letter or digit"},
+      {base + "  - {name: u, role: both}\n  - {name: u, role: both}\n", "t.yaml:4:12: instances[1].name: 'u' is also the name of instances[0]"},
+      {base + "  - {name: u, role: both, port: 9000, count: 2}\n  - {name: v, role: both, port: 9001}\n",
+       "t.yaml:4:33: instances[1].port: port 9001 of v-0 is also the port of u-1"},
+      {base + "  - {name: u, role: both, port: 8000}\n", "instances[0].port: port 8000 of u-0 is also the port of the proxy"},
+      {base + "  - {name: p, role: prefill}\n", "t.yaml:3:3: instances: there are prefill instances but no decode instance"},
+      {base + "  - {name: d, role: decode}\n", "instances: there are decode instances but no prefill instance"},
+      {"model: {path: m.gguf, generate: {}}\ninstances: [{name: u, role: both}]\n", "t.yaml:1:8: model: give either path"},
+      {"model: {generate: {arch: llama}}\ninstances: [{name: u, role: both}]\n", "model.generate.arch: 'llama' is not one of deepseek2, qwen3moe"},
+      {"model: {generate: {typ: q8_0}}\ninstances: [{name: u, role: both}]\n", "t.yaml:1:20: model.generate.typ: unknown key"},
+      {std::string(kMinimal) + "defaults: {threads: -1}\n", "t.yaml:5:21: defaults.threads: -1 is out of range"},
+      {std::string(kMinimal) + "proxy: {port: 1, extra: 2}\n", "t.yaml:5:18: proxy.extra: unknown key"},
+      {std::string(kMinimal) + "timeouts: {ready_s: 0}\n", "timeouts.ready_s: must be more than 0"},
+      {"- a\n- b\n", "t.yaml: must be a map with at least the keys model and instances"},
+  };
+  for (const Case& c : cases) {
+    const std::string message = error_of(c.yaml);
+    EXPECT_NE(message.find(c.expected), std::string::npos) << "input:\n" << c.yaml << "message: " << message << "\nexpected: " << c.expected;
+  }
+}
+
+TEST(LaunchTopology, MissingFileIsNamed) {
+  try {
+    load_topology("/nonexistent/t.yaml");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/t.yaml: cannot open the topology file");
+  }
+}
+
+}  // namespace
+}  // namespace moe::launch

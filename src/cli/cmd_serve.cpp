@@ -140,6 +140,7 @@ void run(ServeArgs a) {
   api.chat_template = chat_template;
   api.role = disagg::parse_role(a.role);
   api.engine_id = engine_id;
+  if (kv_publisher) api.kv_events_endpoint = kv_publisher->endpoint();
   server::OpenAiServer openai(engine, api, agent.get());
 
   http::ServerConfig hc;

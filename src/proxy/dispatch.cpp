@@ -19,9 +19,9 @@ struct QueueSlot {
 }  // namespace
 
 asio::awaitable<Picked> Dispatch::pick(Leg leg, const routing::RoutingRequest& request,
-                                       const std::vector<std::string>& exclude) {
+                                       const std::vector<std::string>& exclude, const PrefixMatches& matched) {
   Picked p;
-  p.route = scheduler_.route(leg, request, exclude);
+  p.route = scheduler_.route(leg, request, exclude, matched);
   if (!p.route.instance && exclude.empty()) {
     QueueSlot slot(queued_, config_.max_queued);
     if (!slot.admitted) {
@@ -32,7 +32,7 @@ asio::awaitable<Picked> Dispatch::pick(Leg leg, const routing::RoutingRequest& r
       while (!p.route.instance && Clock::now() < deadline) {
         timer.expires_after(config_.queue_poll);
         co_await timer.async_wait(asio::use_awaitable);
-        p.route = scheduler_.route(leg, request, exclude);
+        p.route = scheduler_.route(leg, request, exclude, matched);
       }
       if (!p.route.instance) {
         p.error = no_instance(fmt::format("no {} instance could take the request within {} ms: {}", leg_name(leg),

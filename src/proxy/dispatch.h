@@ -36,7 +36,8 @@ class Dispatch {
 
   // A retry (`exclude` not empty) does not wait: with no other instance ready, the leg's
   // last failure is the client's answer.
-  asio::awaitable<Picked> pick(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude);
+  asio::awaitable<Picked> pick(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
+                               const PrefixMatches& matched);
 
   // The load a leg puts on its instance while it runs.
   LoadTicket prefill_load(const InstancePtr& instance, const routing::RoutingRequest& request);

@@ -31,38 +31,43 @@ asio::awaitable<std::optional<HealthReport>> health_of(http::HttpClient& client)
   co_return report;
 }
 
-asio::awaitable<void> probe(Registry& registry, InstancePtr instance, std::chrono::milliseconds timeout) {
+asio::awaitable<void> probe(Registry& registry, InstancePtr instance, std::chrono::milliseconds timeout,
+                            const ProbeListener& listener) {
   http::HttpClient client(co_await asio::this_coro::executor, instance->backend().base, http::HttpClientOptions{timeout});
   const std::optional<std::optional<HealthReport>> answered = co_await http::within(timeout, health_of(client));
-  registry.report_probe(*instance, answered ? *answered : std::nullopt);
+  const std::optional<HealthReport> report = answered ? *answered : std::nullopt;
+  registry.report_probe(*instance, report);
+  if (report && listener) listener(*instance, *report);
 }
 
-asio::awaitable<void> monitor(Registry& registry, HealthMonitorConfig config) {
+asio::awaitable<void> monitor(Registry& registry, HealthMonitorConfig config, const ProbeListener& listener) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
     timer.expires_after(config.interval);
     co_await timer.async_wait(asio::use_awaitable);
-    co_await probe_all(registry, registry.all(), config.timeout);
+    co_await probe_all(registry, registry.all(), config.timeout, listener);
   }
 }
 
 }  // namespace
 
-asio::awaitable<void> probe_all(Registry& registry, std::vector<InstancePtr> instances, std::chrono::milliseconds timeout) {
+asio::awaitable<void> probe_all(Registry& registry, std::vector<InstancePtr> instances, std::chrono::milliseconds timeout,
+                                const ProbeListener& listener) {
   if (instances.empty()) co_return;
   const auto ex = co_await asio::this_coro::executor;
-  using Probe = decltype(asio::co_spawn(ex, probe(registry, instances.front(), timeout), asio::deferred));
+  using Probe = decltype(asio::co_spawn(ex, probe(registry, instances.front(), timeout, listener), asio::deferred));
   std::vector<Probe> probes;
-  for (const InstancePtr& i : instances) probes.push_back(asio::co_spawn(ex, probe(registry, i, timeout), asio::deferred));
+  for (const InstancePtr& i : instances) probes.push_back(asio::co_spawn(ex, probe(registry, i, timeout, listener), asio::deferred));
   co_await asio::experimental::make_parallel_group(std::move(probes))
       .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
 }
 
-HealthMonitor::HealthMonitor(Registry& registry, HealthMonitorConfig config) : registry_(registry), config_(config) {
-  asio::co_spawn(io_, probe_all(registry_, registry_.all(), config_.timeout), asio::detached);
+HealthMonitor::HealthMonitor(Registry& registry, HealthMonitorConfig config, ProbeListener listener)
+    : registry_(registry), config_(config), listener_(std::move(listener)) {
+  asio::co_spawn(io_, probe_all(registry_, registry_.all(), config_.timeout, listener_), asio::detached);
   io_.run();
   io_.restart();
-  asio::co_spawn(io_, monitor(registry_, config_), asio::detached);
+  asio::co_spawn(io_, monitor(registry_, config_, listener_), asio::detached);
   thread_ = std::thread([this] { io_.run(); });
 }
 

@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "proxy/registry.h"
@@ -17,10 +18,13 @@ struct HealthMonitorConfig {
   std::chrono::milliseconds timeout{1000};
 };
 
+// Told of every answered probe, on the monitor's thread.
+using ProbeListener = std::function<void(const Instance&, const HealthReport&)>;
+
 class HealthMonitor {
  public:
   // Probes once before returning, so routing starts from what the instances say.
-  HealthMonitor(Registry& registry, HealthMonitorConfig config);
+  HealthMonitor(Registry& registry, HealthMonitorConfig config, ProbeListener listener = {});
   ~HealthMonitor();
   HealthMonitor(const HealthMonitor&) = delete;
   HealthMonitor& operator=(const HealthMonitor&) = delete;
@@ -28,12 +32,13 @@ class HealthMonitor {
  private:
   Registry& registry_;
   const HealthMonitorConfig config_;
+  const ProbeListener listener_;
   boost::asio::io_context io_;
   std::thread thread_;
 };
 
 // One round of probes over `instances`, on the caller's executor.
 boost::asio::awaitable<void> probe_all(Registry& registry, std::vector<InstancePtr> instances,
-                                       std::chrono::milliseconds timeout);
+                                       std::chrono::milliseconds timeout, const ProbeListener& listener = {});
 
 }  // namespace moe::proxy

@@ -4,6 +4,7 @@
 // (a racing operation that threw would leave the race waiting on the other).
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct PdRequest {
   http::Clock::time_point arrived;
   routing::RoutingRequest routing;  // what routing knows of it (request_estimate.h)
   std::optional<std::vector<int32_t>> prompt_ids;  // with --tokenizer: the instances' own ids
+  std::map<std::string, int64_t> matched_prefix;   // prompt tokens each instance holds (prefix_index.h)
 };
 
 struct LegResult {

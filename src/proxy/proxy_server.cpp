@@ -42,7 +42,11 @@ ProxyServer::ProxyServer(ProxyConfig config)
       dispatch_(registry_, scheduler_, config_.dispatch) {
   if (!config_.access_log.empty()) access_log_ = std::make_unique<AccessLog>(config_.access_log);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<PromptTokenizer>(config_.tokenizer, config_.chat_template);
-  monitor_ = std::make_unique<HealthMonitor>(registry_, config_.health);
+  monitor_ = std::make_unique<HealthMonitor>(registry_, config_.health, probe_listener());
+}
+
+ProbeListener ProxyServer::probe_listener() {
+  return [this](const Instance& instance, const HealthReport& report) { prefix_index_.on_probe(instance, report); };
 }
 
 void ProxyServer::finish(const RequestTrace& trace) {
@@ -107,8 +111,13 @@ asio::awaitable<void> ProxyServer::generate(http::Exchange& ex, Api api) {
     request.routing = routing_request(api, request.body, request.id.id, seconds_since_start(request.arrived));
     if (tokenizer_) {
       request.prompt_ids = tokenizer_->tokens(api, request.body);
-      if (request.prompt_ids) request.routing.prompt_tokens = int64_t(request.prompt_ids->size());
-      trace.mark("tokenized", {{"prompt_tokens", request.routing.prompt_tokens}, {"exact", request.prompt_ids.has_value()}});
+      if (request.prompt_ids) {
+        request.routing.prompt_tokens = int64_t(request.prompt_ids->size());
+        request.matched_prefix = prefix_index_.matched_tokens(*request.prompt_ids);
+      }
+      trace.mark("tokenized", {{"prompt_tokens", request.routing.prompt_tokens},
+                               {"exact", request.prompt_ids.has_value()},
+                               {"cached", Json(request.matched_prefix)}});
     }
     if (wants_stream(request.body)) {
       StreamRelay relay(ex, request, metrics_, dispatch_, StreamLimits{config_.timeout, config_.release_timeout}, trace);
@@ -138,7 +147,7 @@ asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(htt
   std::vector<std::string> tried;
   std::optional<Served> served, failed;
   for (int attempt = 1; !served; ++attempt) {
-    const std::optional<Picked> picked = co_await ex.unless_client_gone(dispatch_.pick(leg, request.routing, tried));
+    const std::optional<Picked> picked = co_await ex.unless_client_gone(dispatch_.pick(leg, request.routing, tried, request.matched_prefix));
     if (!picked) break;
     if (failed && !picked->route.instance) {
       served = std::move(failed);
@@ -303,7 +312,9 @@ asio::awaitable<void> ProxyServer::health(http::Exchange& ex) {
     decode |= v.role != InstanceRole::prefill;
   }
   const bool ready = prefill && decode;
-  http::Response res = json_response(Json{{"status", ready ? "ok" : "unavailable"}, {"instances", registry_.describe(Clock::now())}},
+  Json instances = registry_.describe(Clock::now());
+  for (Json& i : instances) i["kv_events"] = prefix_index_.describe(i["name"].get<std::string>());
+  http::Response res = json_response(Json{{"status", ready ? "ok" : "unavailable"}, {"instances", std::move(instances)}},
                                      ready ? http::Status::ok : http::Status::service_unavailable);
   co_await ex.respond(std::move(res));
 }
@@ -349,7 +360,8 @@ asio::awaitable<void> ProxyServer::admin(http::Exchange& ex, const std::string& 
   // A new instance is probed before the answer: routing can use it from the next request.
   if (out.added) {
     std::vector<InstancePtr> probed{out.added};
-    co_await probe_all(registry_, std::move(probed), config_.health.timeout);
+    const ProbeListener listener = probe_listener();
+    co_await probe_all(registry_, std::move(probed), config_.health.timeout, listener);
   }
   co_await ex.respond(std::move(out.res));
 }

@@ -19,6 +19,7 @@
 #include "proxy/errors.h"
 #include "proxy/health_monitor.h"
 #include "proxy/legs.h"
+#include "proxy/prefix_index.h"
 #include "proxy/prompt_tokens.h"
 #include "proxy/proxy_metrics.h"
 #include "proxy/registry.h"
@@ -79,6 +80,8 @@ class ProxyServer {
   // answer, or a 502 naming the leg and the instance.
   asio::awaitable<void> answer_failure(http::Exchange& ex, const LegResult& result, RequestTrace& trace);
   asio::awaitable<void> answer_error(http::Exchange& ex, const ApiError& e, RequestTrace& trace);
+  // What the health monitor tells the prefix index.
+  ProbeListener probe_listener();
   // The request has ended: its phases into the metrics, its line into the access log.
   void finish(const RequestTrace& trace);
   asio::awaitable<void> models(http::Exchange& ex);
@@ -101,6 +104,7 @@ class ProxyServer {
   ProxyMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;
   std::unique_ptr<PromptTokenizer> tokenizer_;
+  PrefixIndex prefix_index_;
   std::unique_ptr<HealthMonitor> monitor_;  // last: it probes the registry from its thread
 };
 

@@ -46,6 +46,8 @@ const char* instance_role_name(InstanceRole role) {
 HealthReport parse_health_report(const nlohmann::json& body) {
   HealthReport r;
   if (!body.is_object()) return r;
+  if (const auto id = body.find("engine_id"); id != body.end() && id->is_string()) r.engine_id = id->get<std::string>();
+  if (const auto kv = body.find("kv_events"); kv != body.end() && kv->is_string()) r.kv_events = kv->get<std::string>();
   r.max_sequences = field<int32_t>(body, "capacity", "max_sequences");
   r.kv_capacity_tokens = field<int64_t>(body, "capacity", "kv_tokens");
   r.running = field<int32_t>(body, "load", "running");

@@ -48,6 +48,8 @@ struct BreakerConfig {
 // What an instance's GET /health says beyond "ok" (moengine serve's fields; absent ones
 // stay 0, which routing reads as "not reported").
 struct HealthReport {
+  std::string engine_id;
+  std::string kv_events;      // the instance's KV-events endpoint; empty when it publishes none
   int32_t max_sequences = 0;  // running plus waiting it takes before it refuses (429)
   int64_t kv_capacity_tokens = 0;
   int32_t running = 0, waiting = 0;

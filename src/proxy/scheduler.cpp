@@ -9,10 +9,12 @@ Scheduler::Scheduler(Registry& registry, SchedulerConfig config) : registry_(reg
   decode_state_.rng = config_.seed ^ 0x5deece66dull;
 }
 
-Route Scheduler::route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude) {
+Route Scheduler::route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
+                       const PrefixMatches& matched) {
   Registry::Snapshot s = registry_.snapshot(Clock::now());
   for (routing::InstanceView& v : s.views) {
     if (std::find(exclude.begin(), exclude.end(), v.id) != exclude.end()) v.healthy = false;
+    if (const auto it = matched.find(v.id); it != matched.end()) v.matched_prefix_tokens = std::min(it->second, request.prompt_tokens);
   }
   std::lock_guard lock(mu_);
   Route r;

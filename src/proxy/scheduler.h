@@ -23,6 +23,9 @@ struct SchedulerConfig {
   uint64_t seed = 1;  // power_of_two's draws
 };
 
+// Prompt tokens each instance already holds, by instance name (prefix_index.h).
+using PrefixMatches = std::map<std::string, int64_t>;
+
 struct Route {
   InstancePtr instance;  // null when no instance is eligible: decision.detail says why
   routing::Decision decision;
@@ -33,7 +36,8 @@ class Scheduler {
   Scheduler(Registry& registry, SchedulerConfig config);
 
   // Thread-safe.
-  Route route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude);
+  Route route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
+              const PrefixMatches& matched = {});
 
   routing::Policy policy() const { return config_.policy; }
   void write_metrics(PrometheusText& out) const;

@@ -82,7 +82,8 @@ http::Response OpenAiServer::health() const {
                                           {"kv_tokens", m.kv_blocks_total * block}}},
                             {"load", {{"running", m.num_requests_running},
                                       {"waiting", m.num_requests_waiting},
-                                      {"kv_tokens", m.kv_blocks_used * block}}}});
+                                      {"kv_tokens", m.kv_blocks_used * block}}},
+                            {"kv_events", config_.kv_events_endpoint.empty() ? Json() : Json(config_.kv_events_endpoint)}});
 }
 
 http::Response OpenAiServer::kv_info() const {

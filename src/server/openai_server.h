@@ -26,6 +26,7 @@ struct ApiConfig {
   std::string chat_template;      // Jinja source replacing the model's own; empty: the model's
   disagg::Role role = disagg::Role::kBoth;
   std::string engine_id;          // in /health and /v1/models
+  std::string kv_events_endpoint;  // in /health, for a router to subscribe to; empty: none
 };
 
 class OpenAiServer {

@@ -1,0 +1,113 @@
+#include "proxy/prefix_index.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <cstdio>
+
+#include "core/block_hash.h"
+#include "http/http_client.h"
+#include "kv_events/wire.h"
+
+namespace moe::proxy {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// tcp://0.0.0.0:P or tcp://*:P names no host to connect to: the instance's own is meant.
+std::string reachable(const std::string& endpoint, const http::Url& instance) {
+  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"}) {
+    const std::string prefix(any);
+    if (endpoint.starts_with(prefix)) return "tcp://" + instance.host + ":" + endpoint.substr(prefix.size());
+  }
+  return endpoint;
+}
+
+asio::awaitable<void> fetch(http::Url base, std::string engine_id, kv_events::KvEventSubscriber* subscriber) {
+  http::HttpClient client(co_await asio::this_coro::executor, base, http::HttpClientOptions{std::chrono::seconds(5)});
+  http::HttpRequest request;
+  request.method = "GET";
+  request.target = "/internal/kv/blocks";
+  try {
+    const http::HttpResponse r = co_await client.fetch(std::move(request));
+    if (r.status != 200) co_return;
+    const kv_events::NamedSnapshot s = kv_events::decode_snapshot(r.body);
+    if (s.engine_id == engine_id) (void)subscriber->resync(engine_id, s.snapshot);
+  } catch (const std::exception&) {
+    // The subscriber asks again after its retry interval.
+  }
+}
+
+}  // namespace
+
+PrefixIndex::PrefixIndex() : work_(io_.get_executor()) {
+  thread_ = std::thread([this] { io_.run(); });
+  subscriber_ = std::make_unique<kv_events::KvEventSubscriber>([this](const std::string& id) { fetch_snapshot(id); });
+}
+
+PrefixIndex::~PrefixIndex() {
+  subscriber_.reset();
+  work_.reset();
+  io_.stop();
+  thread_.join();
+}
+
+void PrefixIndex::fetch_snapshot(const std::string& engine_id) {
+  std::lock_guard lock(mu_);
+  const auto it = by_engine_.find(engine_id);
+  if (it == by_engine_.end()) return;
+  asio::co_spawn(io_, fetch(it->second, engine_id, subscriber_.get()), asio::detached);
+}
+
+void PrefixIndex::on_probe(const Instance& instance, const HealthReport& report) {
+  if (report.kv_events.empty() || report.engine_id.empty()) return;
+  const std::string endpoint = reachable(report.kv_events, instance.backend().base);
+  {
+    std::lock_guard lock(mu_);
+    Source& s = by_instance_[instance.name()];
+    if (s.engine_id == report.engine_id && s.endpoint == endpoint) return;
+    if (!s.engine_id.empty() && s.engine_id != report.engine_id) by_engine_.erase(s.engine_id);
+    s = Source{report.engine_id, endpoint, instance.backend().base};
+    by_engine_[report.engine_id] = instance.backend().base;
+  }
+  try {
+    subscriber_->add_instance(report.engine_id, endpoint);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "proxy: cannot subscribe to the KV events of %s at %s: %s\n", instance.name().c_str(), endpoint.c_str(),
+                 e.what());
+  }
+}
+
+nlohmann::json PrefixIndex::describe(const std::string& instance) const {
+  Source source;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = by_instance_.find(instance);
+    if (it == by_instance_.end()) return nullptr;
+    source = it->second;
+  }
+  return {{"engine_id", source.engine_id},
+          {"endpoint", source.endpoint},
+          {"synced", subscriber_->synced(source.engine_id)},
+          {"blocks", subscriber_->n_blocks(source.engine_id)}};
+}
+
+std::map<std::string, int64_t> PrefixIndex::matched_tokens(std::span<const int32_t> prompt) const {
+  std::map<std::string, std::string> engines;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, source] : by_instance_) engines[name] = source.engine_id;
+  }
+  std::map<int32_t, std::vector<uint64_t>> hashes;  // by block size: hashed once for all instances
+  std::map<std::string, int64_t> out;
+  for (const auto& [name, engine_id] : engines) {
+    const int32_t block_size = subscriber_->block_size(engine_id);
+    if (block_size <= 0) continue;
+    auto [it, added] = hashes.try_emplace(block_size);
+    if (added) it->second = prompt_block_hashes(prompt, size_t(block_size));
+    out[name] = int64_t(subscriber_->matched_blocks(engine_id, it->second)) * block_size;
+  }
+  return out;
+}
+
+}  // namespace moe::proxy

@@ -1,0 +1,124 @@
+// Prefix-aware routing end to end: two prefill instances publish their KV events, the proxy
+// tokenizes prompts with the model's tokenizer and subscribes to both; prompts that share a
+// long prefix go to the prefill instance already holding it, and are served from its cache.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "disagg/pd_answers.h"
+#include "support/run_cli.h"
+#include "support/serve_process.h"
+
+namespace moe {
+namespace {
+
+using nlohmann::json;
+using testing::ServeProcess;
+using namespace std::chrono_literals;
+
+std::string dir() { return testing::test_dir("pd_prefix_routing"); }
+
+std::string model() {
+  const std::string path = dir() + "/tiny.gguf";
+  if (!std::filesystem::exists(path)) {
+    const testing::CliResult r = testing::run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + path);
+    if (r.status != 0) throw std::runtime_error(r.out);
+  }
+  return path;
+}
+
+std::string chat_template() { return std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"; }
+
+std::unique_ptr<ServeProcess> start(const std::string& command, const std::string& name, std::vector<std::string> args) {
+  auto p = std::make_unique<ServeProcess>(args, dir() + "/" + name + ".log", command);
+  if (p->url().empty()) throw std::runtime_error(name + " never became ready:\n" + p->log());
+  return p;
+}
+
+std::unique_ptr<ServeProcess> serve(const std::string& name, const std::string& role) {
+  return start("serve", name,
+               {"--model", model(), "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.05", "--threads", "1",
+                "--chat-template", chat_template(), "--role", role, "--kv-transport", "tcp", "--kv-events-endpoint",
+                "tcp://127.0.0.1:*"});
+}
+
+std::string words(int n, int salt) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += "w" + std::to_string((i * 7919 + salt) % 97) + " ";
+  return s;
+}
+
+// The prefill instance each of `n` requests was routed to, from the proxy's access log
+// (written just after each answer: waited for).
+std::vector<std::string> prefill_instances(const std::string& log, size_t n) {
+  std::vector<std::string> out;
+  for (int attempt = 0; attempt < 200 && out.size() < n; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(10ms);
+    out.clear();
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      const json entry = json::parse(line);
+      for (const json& e : entry["events"]) {
+        if (e["event"] == "routed" && e["leg"] == "prefill") out.push_back(e["instance"]);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(PdPrefixRouting, PromptsSharingAPrefixGoWhereItIsCached) {
+  auto p0 = serve("prefill-0", "prefill");
+  auto p1 = serve("prefill-1", "prefill");
+  auto d = serve("decode", "decode");
+  const std::string log = dir() + "/access.log";
+  std::filesystem::remove(log);
+  auto proxy = start("proxy", "proxy",
+                     {"--port", "0", "--prefill", p0->url(), p1->url(), "--decode", d->url(), "--tokenizer", model(),
+                      "--chat-template", chat_template(), "--health-interval-ms", "200", "--access-log", log});
+  // Both instances subscribed and in sync.
+  const auto synced = [&] {
+    const json h = testing::get(proxy->url(), "/health").json();
+    int n = 0;
+    for (const json& i : h["instances"]) n += i["kv_events"].is_object() && i["kv_events"]["synced"] == true;
+    return n == 3;
+  };
+  for (int i = 0; i < 200 && !synced(); ++i) std::this_thread::sleep_for(25ms);
+  ASSERT_TRUE(synced()) << testing::get(proxy->url(), "/health").body;
+
+  // The shared prefix goes into p1's cache straight, not through the proxy: a policy blind to
+  // prefixes would send the next requests to p0, the first of two idle instances.
+  const std::string shared = words(300, 1);  // about 20 blocks
+  json warm{{"model", "tiny"}, {"prompt", shared + "first"}, {"max_tokens", 2}, {"temperature", 0}};
+  warm["kv_transfer_params"] = {{"do_remote_decode", true}};
+  const testing::Reply warmed = testing::post_json(p1->url(), "/v1/completions", warm);
+  ASSERT_EQ(warmed.status, 200) << warmed.body;
+  const testing::Reply released = testing::post_json(
+      p1->url(), "/internal/kv/release", {{"remote_request_id", warmed.json()["kv_transfer_params"]["remote_request_id"]}});
+  ASSERT_EQ(released.status, 200) << released.body;
+  const auto held = [&] {
+    const json health = testing::get(proxy->url(), "/health").json();
+    for (const json& i : health["instances"]) {
+      if (i["name"] == p1->url() && i["kv_events"]["blocks"].get<int>() > 0) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 200 && !held(); ++i) std::this_thread::sleep_for(25ms);
+  ASSERT_TRUE(held()) << testing::get(proxy->url(), "/health").body;
+
+  for (int i = 0; i < 6; ++i) {
+    const json body{{"model", "tiny"}, {"prompt", shared + "then " + std::to_string(i)}, {"max_tokens", 4}, {"temperature", 0}};
+    const testing::Answer a = testing::ask(proxy->url(), "/v1/completions", body);
+    ASSERT_EQ(a.status, 200) << a.error;
+  }
+  // Instances are named by their URLs.
+  const std::vector<std::string> routed = prefill_instances(log, 6);
+  ASSERT_EQ(routed.size(), 6u);
+  for (const std::string& r : routed) EXPECT_EQ(r, p1->url());
+  EXPECT_GE(testing::metric(testing::get(p1->url(), "/metrics").body, "prefix_cache_hits_total"), 6 * 256);
+  EXPECT_EQ(testing::metric(testing::get(p0->url(), "/metrics").body, "prompt_tokens_total"), 0);
+}
+
+}  // namespace
+}  // namespace moe

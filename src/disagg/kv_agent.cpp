@@ -102,8 +102,15 @@ Handoff KvAgent::handoff(const std::vector<int32_t>& blocks, int64_t request_id,
   return h;
 }
 
+std::string KvAgent::peer_key(const Handoff& h) { return fmt::format("{}:{}", h.remote_host, h.remote_port); }
+
+void KvAgent::forget_peer(const Handoff& h) {
+  std::lock_guard lk(mu_);
+  peers_.erase(peer_key(h));
+}
+
 asio::awaitable<KvAgent::Peer> KvAgent::contact(const Handoff& h) {
-  const std::string key = fmt::format("{}:{}", h.remote_host, h.remote_port);
+  const std::string key = peer_key(h);
   {
     std::lock_guard lk(mu_);
     const auto it = peers_.find(key);
@@ -241,6 +248,9 @@ asio::awaitable<PullResult> KvAgent::pull(const Handoff& h, const std::vector<in
   if (!r.ok() && r.failure != PullFailure::kLeaseExpired) {
     asio::co_spawn(ex, release(h), asio::detached);
   }
+  // P may have restarted on its address under the same engine id, with another KV
+  // endpoint: the next hand-off from there asks /internal/kv/info again.
+  if (r.failure == PullFailure::kTransfer || r.failure == PullFailure::kUnreachable) forget_peer(h);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   record(r);
   co_return r;

@@ -99,8 +99,11 @@ class KvAgent {
     nlohmann::json endpoint;
     KvGeometry geometry;
   };
-  // The checked peer at host:port (cached until it answers with another engine id).
+  // The checked peer at host:port (cached until it answers with another engine id, or a
+  // pull from it fails to reach it).
   boost::asio::awaitable<Peer> contact(const Handoff& h);
+  static std::string peer_key(const Handoff& h);
+  void forget_peer(const Handoff& h);
   boost::asio::awaitable<PullFailure> release_lease(const Handoff& h, std::string& error);
   void record(const PullResult& r);
 

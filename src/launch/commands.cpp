@@ -48,8 +48,7 @@ std::vector<std::string> serve_args(const InstanceSpec& s, const std::string& mo
                                     int port, const std::string& id) {
   std::vector<std::string> a{"serve",  "--model", model_path,           "--served-model-name", served_name,
                              "--role", role_name(s.role), "--host", s.host, "--port", std::to_string(port),
-                             "--threads", std::to_string(threads), "--engine-id", id};
-  if (!s.kv_transport.empty()) a.insert(a.end(), {"--kv-transport", s.kv_transport});
+                             "--threads", std::to_string(threads), "--engine-id", id, "--kv-transport", s.kv_transport};
   a.insert(a.end(), s.args.begin(), s.args.end());
   return a;
 }

@@ -7,7 +7,8 @@
 namespace moe::launch {
 
 // Blocks SIGINT, SIGTERM and SIGCHLD for the rest of the process. Call it before any thread
-// starts: threads inherit the mask, so none of them takes the signals instead.
+// starts: threads inherit the mask, so none of them takes the signals instead (should one
+// still, a handler passes it on to wait_stop_signal).
 void block_stop_signals();
 
 // Waits up to `timeout` for one of them: SIGINT or SIGTERM when one came, else 0 (a child

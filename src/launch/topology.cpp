@@ -71,7 +71,7 @@ ModelSpec read_model(const std::string& file, const MapReader& top) {
 struct Defaults {
   std::string host = "127.0.0.1";
   int threads = 0;
-  std::string kv_transport;
+  std::string kv_transport = "ucx";
   std::vector<std::string> args;
   std::string restart = "never";
   int max_restarts = 3;
@@ -82,7 +82,7 @@ Defaults read_defaults(const std::string& file, const MapReader& top) {
   Defaults d;
   d.host = r.text("host", d.host);
   d.threads = int(r.integer("threads", d.threads, 0, 4096));
-  d.kv_transport = r.has("kv_transport") ? r.choice("kv_transport", "", kTransports) : "";
+  d.kv_transport = r.choice("kv_transport", d.kv_transport, kTransports);
   d.args = r.texts("args", {});
   d.restart = r.choice("restart", d.restart, kRestartPolicies);
   d.max_restarts = int(r.integer("max_restarts", d.max_restarts, 0, 1000000));
@@ -121,8 +121,7 @@ std::vector<InstanceSpec> read_instance(const std::string& file, const YAML::Nod
     r.fail("port", fmt::format("{} replicas from port {} go past 65535", count, base.port));
   }
   base.threads = int(r.integer("threads", d.threads, 0, 4096));
-  base.kv_transport = r.has("kv_transport") ? r.choice("kv_transport", "", kTransports) : d.kv_transport;
-  if (base.kv_transport.empty() && base.role != InstanceRole::kBoth) base.kv_transport = "ucx";
+  base.kv_transport = r.choice("kv_transport", d.kv_transport, kTransports);
   base.weight = r.number("weight", 1.0, 0.0);
   base.args = d.args;
   const std::vector<std::string> own = r.texts("args", {});

@@ -42,9 +42,9 @@ struct InstanceSpec {
   std::string host = "127.0.0.1";
   int port = 0;     // 0: a free port, chosen at start and kept across restarts
   int threads = 0;  // 0: the machine's cores shared evenly among the instances
-  // ucx or tcp. Prefill and decode instances always have one; a unified instance only
-  // when its entry (or the defaults) names one, to take part in hand-offs.
-  std::string kv_transport;
+  // ucx or tcp. Unified instances have one too: the proxy may run either leg of a
+  // disaggregated request on them.
+  std::string kv_transport = "ucx";
   double weight = 1.0;  // share of traffic for the proxy's weighted policies
   std::vector<std::string> args;  // more `moengine serve` flags, after the defaults' args
   RestartPolicy restart = RestartPolicy::kNever;

@@ -6,6 +6,7 @@
 // ends with a clear answer and both block pools empty.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -38,10 +39,12 @@ std::string model(uint64_t seed) {
   return path;
 }
 
-// A serve process with the tiny model and a small KV cache; extra flags after.
+// A serve process with the tiny model and a small KV cache (on a free port unless the extra
+// flags give one); extra flags after.
 std::unique_ptr<ServeProcess> serve(const std::string& name, std::vector<std::string> extra, uint64_t seed = 42) {
-  std::vector<std::string> args{"--model", model(seed), "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.05",
+  std::vector<std::string> args{"--model", model(seed), "--served-model-name", "tiny", "--kv-cache-memory", "0.05",
                                 "--chat-template", std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"};
+  if (std::find(extra.begin(), extra.end(), "--port") == extra.end()) extra.insert(extra.end(), {"--port", "0"});
   args.insert(args.end(), extra.begin(), extra.end());
   auto p = std::make_unique<ServeProcess>(args, dir() + "/" + name + ".log");
   if (p->url().empty()) throw std::runtime_error(name + " never became ready:\n" + p->log());
@@ -211,6 +214,25 @@ TEST(PdServeFailures, APrefillInstanceThatDiedIsRecomputedOrReported) {
     }
     expect_pools_empty(*d, "decode");
   }
+}
+
+// P restarted on its address under the same engine id: D's first pull from it fails on the
+// stale KV endpoint and is recomputed, the next one contacts P anew and loads.
+TEST(PdServeFailures, APrefillInstanceRestartedOnItsAddressIsContactedAnew) {
+  auto d = serve("restart-decode", {"--role", "decode", "--kv-transport", "tcp"});
+  auto p = serve("restart-prefill", {"--role", "prefill", "--kv-transport", "tcp", "--engine-id", "p-fixed"});
+  const std::string port = p->url().substr(p->url().rfind(':') + 1);
+  const auto loaded = [&] { return metric(testing::get(d->url(), "/metrics").body, "kv_remote_loads_total", "result=\"loaded\""); };
+  ASSERT_EQ(hand_off(*p, *d, "/v1/completions", completion(long_prompt(60, 21), 6)).decode.status, 200);
+  EXPECT_EQ(loaded(), 1);
+  p.reset();
+  p = serve("restart-prefill-again", {"--role", "prefill", "--kv-transport", "tcp", "--engine-id", "p-fixed", "--port", port});
+  ASSERT_EQ(hand_off(*p, *d, "/v1/completions", completion(long_prompt(60, 22), 6)).decode.status, 200);
+  ASSERT_EQ(hand_off(*p, *d, "/v1/completions", completion(long_prompt(60, 23), 6)).decode.status, 200);
+  EXPECT_EQ(loaded(), 2);
+  EXPECT_EQ(metric(testing::get(d->url(), "/metrics").body, "kv_remote_loads_total", "result=\"recomputed\""), 1);
+  expect_pools_empty(*d, "decode");
+  expect_pools_empty(*p, "prefill");
 }
 
 TEST(PdServeFailures, AnotherModelOnTheOtherSideIsRefusedAtFirstContact) {

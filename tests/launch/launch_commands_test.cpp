@@ -19,12 +19,6 @@ TEST(LaunchCommands, ServeArgs) {
   EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, 9100, "prefill-0"),
             (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "prefill", "--host", "127.0.0.1", "--port",
                   "9100", "--threads", "2", "--engine-id", "prefill-0", "--kv-transport", "tcp", "--max-num-seqs", "8"}));
-  s.role = InstanceRole::kBoth;
-  s.kv_transport.clear();
-  s.args.clear();
-  const Args unified = serve_args(s, "m.gguf", "tiny", 1, 0, "u-0");
-  EXPECT_EQ(std::find(unified.begin(), unified.end(), "--kv-transport"), unified.end());
-  EXPECT_EQ(unified[6], "both");
 }
 
 TEST(LaunchCommands, ProxyArgsNameOnlyWhatIsUsed) {

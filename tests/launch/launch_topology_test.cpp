@@ -124,10 +124,7 @@ TEST(LaunchTopology, Defaults) {
     EXPECT_EQ(s.restart, RestartPolicy::kNever);
     EXPECT_EQ(s.max_restarts, 3);
   }
-  // Prefill and decode instances always hand off; a unified one only when asked to.
-  EXPECT_EQ(t.instances[0].kv_transport, "ucx");
-  EXPECT_EQ(t.instances[1].kv_transport, "ucx");
-  EXPECT_EQ(t.instances[2].kv_transport, "");
+  for (const InstanceSpec& s : t.instances) EXPECT_EQ(s.kv_transport, "ucx");
   EXPECT_EQ(t.proxy.host, "127.0.0.1");
   EXPECT_EQ(t.proxy.port, 8000);
   EXPECT_TRUE(t.proxy.policy.empty() && t.proxy.api_key.empty() && t.proxy.admin_key.empty() && t.proxy.args.empty());

@@ -2,9 +2,9 @@
 # The demo: builds moengine, generates a default model (DeepSeek-V2/V3 shaped, random
 # weights), runs prompts through it offline, loads the same kind of model from a Hugging Face
 # checkpoint directory (FP8) and converts it to GGUF, measures the KV transports, then starts
-# a prefill and a decode instance of `moengine serve` behind `moengine proxy`, sends OpenAI API
-# requests through the proxy (plain and streamed), load-tests it with `moengine bench serve`
-# and shows the metrics of all three. DEMO_PRESET=mid uses the 2.6B parameter model (about 2.8 GB
+# two prefill instances and a decode instance of `moengine serve` behind `moengine proxy` with
+# `moengine launch`, sends OpenAI API requests through the proxy (plain, streamed, and two that
+# share a prefix), load-tests it with `moengine bench serve` and shows the metrics. DEMO_PRESET=mid uses the 2.6B parameter model (about 2.8 GB
 # at q8_0) instead of the tiny one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,36 +41,39 @@ echo "== bench kv-transfer: how fast KV moves between instances (ucx, tcp) again
 "$bin" bench kv-transfer --seconds 0.05
 
 echo
-echo "== serve: a prefill instance and a decode instance behind moengine proxy (1P1D)"
+echo "== launch: two prefill instances and a decode instance behind moengine proxy (2P1D), from one file"
 logs="$(mktemp -d)"
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
-# Starts `moengine ARGS...` in the background; started_url is the URL its ready line names.
-start() {
-  local name="$1"
-  shift
-  "$bin" "$@" >"$logs/$name.log" 2>&1 &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 600); do
-    local found
-    found="$(grep -o 'http://[0-9.]*:[0-9]*' "$logs/$name.log" | head -1 || true)"
-    [ -n "$found" ] && { started_url="$found"; return; }
-    kill -0 "$pid" 2>/dev/null || { cat "$logs/$name.log" >&2; echo "demo: $name exited" >&2; exit 1; }
-    sleep 0.2
-  done
-  cat "$logs/$name.log" >&2
-  echo "demo: $name did not start" >&2
-  exit 1
-}
-start prefill serve --model "$model" --served-model-name demo --port 0 --role prefill --kv-transport ucx
-prefill="$started_url"
-start decode serve --model "$model" --served-model-name demo --port 0 --role decode --kv-transport ucx
-decode="$started_url"
-start proxy proxy --port 0 --prefill "$prefill" --decode "$decode"
-url="$started_url"
-grep -h '^engine: id' "$logs/prefill.log" "$logs/decode.log"
-echo "prefill at $prefill, decode at $decode, proxy at $url"
+launch_pid=""
+trap '[ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null && wait "$launch_pid" 2>/dev/null; rm -rf "$logs"' EXIT
+cat >"$logs/demo.yaml" <<EOF
+model:
+  path: $model
+  name: demo
+defaults:
+  threads: 1
+  kv_transport: ucx
+  args: [--kv-cache-memory, 0.25]
+instances:
+  - {name: prefill, role: prefill, count: 2, port: 0}
+  - {name: decode, role: decode, port: 0}
+proxy:
+  port: 0
+EOF
+cat "$logs/demo.yaml"
+"$bin" launch "$logs/demo.yaml" --log-dir "$logs/run" >"$logs/launch.out" 2>"$logs/launch.err" &
+launch_pid=$!
+url=""
+for _ in $(seq 600); do
+  url="$(grep -o 'launch: ready on http://[0-9.]*:[0-9]*' "$logs/launch.out" | grep -o 'http://.*' || true)"
+  [ -n "$url" ] && break
+  kill -0 "$launch_pid" 2>/dev/null || { cat "$logs/launch.err" >&2; echo "demo: launch exited" >&2; exit 1; }
+  sleep 0.2
+done
+[ -n "$url" ] || { cat "$logs/launch.err" >&2; echo "demo: launch did not get ready" >&2; exit 1; }
+cat "$logs/launch.out"
+instance_url() { awk -v n="$1" '$1 == n { print $3 }' "$logs/launch.out"; }
+prefill="$(instance_url prefill-0)"
+decode="$(instance_url decode-0)"
 
 echo
 echo "== POST /v1/chat/completions through the proxy (P makes the first token, D the rest)"
@@ -84,12 +87,24 @@ curl -sS -N "$url/v1/completions" -H 'Content-Type: application/json' \
   -d '{"model": "demo", "prompt": "The experts", "max_tokens": 6, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}}'
 
 echo
+echo "== two requests sharing a long prefix: the second goes to the prefill instance that cached it"
+shared="$(printf 'The experts of a mixture each take the tokens routed to them. %.0s' $(seq 12))"
+for tail in "First question." "Second question."; do
+  curl -sS "$url/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\": \"demo\", \"prompt\": \"$shared $tail\", \"max_tokens\": 4, \"temperature\": 0}" >/dev/null
+  sleep 0.3
+done
+for name in prefill-0 prefill-1; do
+  echo "$name: $(curl -sS "$(instance_url "$name")/metrics" | grep -E '^moengine:prefix_cache_hits_total' | awk '{print "prefix-cache hits", $2}')"
+done
+
+echo
 echo "== bench serve through the proxy: 32 requests, 8 at a time"
 "$bin" bench serve --base-url "$url" --model demo --dataset random --input-len 64 --output-len 32 \
   --num-prompts 32 --max-concurrency 8
 
 echo
-echo "== GET /metrics (excerpts): the prefill instance, the decode instance, the proxy"
+echo "== GET /metrics (excerpts): a prefill instance, the decode instance, the proxy"
 curl -sS "$prefill/metrics" | grep -E '^moengine:(prompt_tokens_total|kv_leases_(active|released_total|expired_total)|num_kv_blocks_used)'
 curl -sS "$decode/metrics" | grep -E '^moengine:(generation_tokens_total|kv_transfer_(bytes_total|pulls_total|duration_seconds_(sum|count))|kv_remote_loads_total|num_kv_blocks_used)'
-curl -sS "$url/metrics" | grep -E '^moengine:proxy_(requests_total|time_to_first_token_seconds_(sum|count))'
+curl -sS "$url/metrics" | grep -E '^moengine:proxy_(requests_total|time_to_first_token_seconds_(sum|count)|routing_decisions_total)'

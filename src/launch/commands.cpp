@@ -49,6 +49,7 @@ std::vector<std::string> serve_args(const InstanceSpec& s, const std::string& mo
   std::vector<std::string> a{"serve",  "--model", model_path,           "--served-model-name", served_name,
                              "--role", role_name(s.role), "--host", s.host, "--port", std::to_string(port),
                              "--threads", std::to_string(threads), "--engine-id", id, "--kv-transport", s.kv_transport};
+  if (s.role != InstanceRole::kDecode) a.insert(a.end(), {"--kv-events-endpoint", fmt::format("tcp://{}:*", s.host)});
   a.insert(a.end(), s.args.begin(), s.args.end());
   return a;
 }
@@ -73,8 +74,8 @@ BackendUrls backend_urls(const std::vector<InstanceSpec>& instances, const std::
   return b;
 }
 
-std::vector<std::string> proxy_args(const ProxySpec& p, const BackendUrls& backends) {
-  std::vector<std::string> a{"proxy", "--host", p.host, "--port", std::to_string(p.port)};
+std::vector<std::string> proxy_args(const ProxySpec& p, const BackendUrls& backends, const std::string& model_path) {
+  std::vector<std::string> a{"proxy", "--host", p.host, "--port", std::to_string(p.port), "--tokenizer", model_path};
   for (const std::string& u : backends.prefill) a.insert(a.end(), {"--prefill", u});
   for (const std::string& u : backends.decode) a.insert(a.end(), {"--decode", u});
   for (const std::string& u : backends.unified) a.insert(a.end(), {"--unified", u});

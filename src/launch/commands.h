@@ -27,6 +27,8 @@ int instance_threads(const InstanceSpec& s, size_t n_instances, unsigned cores);
 // KV transport address they keep).
 std::string engine_id(const std::string& name, int restarts);
 
+// Instances that prefill (prefill and unified ones) publish their KV events on a free port
+// of their host, for the proxy's prefix-aware routing.
 std::vector<std::string> serve_args(const InstanceSpec& s, const std::string& model_path, const std::string& served_name, int threads,
                                     int port, const std::string& engine_id);
 
@@ -39,9 +41,9 @@ struct BackendUrls {
 };
 BackendUrls backend_urls(const std::vector<InstanceSpec>& instances, const std::vector<std::string>& urls);
 
-// `--unified` and `--policy` only when the topology uses them, so that a plain P/D topology
-// needs nothing beyond the proxy's basic flags.
-std::vector<std::string> proxy_args(const ProxySpec& p, const BackendUrls& backends);
+// `--unified` and `--policy` only when the topology uses them. The proxy tokenizes prompts
+// with the model's own tokenizer (`--tokenizer model_path`), which prefix-aware routing needs.
+std::vector<std::string> proxy_args(const ProxySpec& p, const BackendUrls& backends, const std::string& model_path);
 
 // One command line as a shell would take it back (arguments quoted where needed).
 std::string shell_line(const std::vector<std::string>& argv);

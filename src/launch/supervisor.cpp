@@ -213,7 +213,7 @@ class Supervisor {
     }
     std::vector<std::string> urls;
     for (const Member& i : instances_) urls.push_back(i.url());
-    return proxy_args(t_.proxy, backend_urls(t_.instances, urls));
+    return proxy_args(t_.proxy, backend_urls(t_.instances, urls), model_path_);
   }
 
   void spawn(Member& m) {
@@ -357,7 +357,7 @@ std::string dry_run(const Topology& t, const LaunchOptions& options) {
     out += shell_line(with_binary(serve_args(s, model, served, threads, s.port, engine_id(s.name, 0)))) + "\n";
     urls.push_back(s.port > 0 ? instance_url(s.host, s.port) : fmt::format("<URL of {}>", s.name));
   }
-  out += shell_line(with_binary(proxy_args(t.proxy, backend_urls(t.instances, urls)))) + "\n";
+  out += shell_line(with_binary(proxy_args(t.proxy, backend_urls(t.instances, urls), model))) + "\n";
   return out;
 }
 

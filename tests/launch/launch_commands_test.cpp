@@ -18,18 +18,25 @@ TEST(LaunchCommands, ServeArgs) {
   s.args = {"--max-num-seqs", "8"};
   EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, 9100, "prefill-0"),
             (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "prefill", "--host", "127.0.0.1", "--port",
-                  "9100", "--threads", "2", "--engine-id", "prefill-0", "--kv-transport", "tcp", "--max-num-seqs", "8"}));
+                  "9100", "--threads", "2", "--engine-id", "prefill-0", "--kv-transport", "tcp", "--kv-events-endpoint",
+                  "tcp://127.0.0.1:*", "--max-num-seqs", "8"}));
+  // A decode instance prefills nothing a router could send to it by prefix: no KV events.
+  s.role = InstanceRole::kDecode;
+  s.args.clear();
+  EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, 9100, "decode-0"),
+            (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "decode", "--host", "127.0.0.1", "--port",
+                  "9100", "--threads", "2", "--engine-id", "decode-0", "--kv-transport", "tcp"}));
 }
 
 TEST(LaunchCommands, ProxyArgsNameOnlyWhatIsUsed) {
   ProxySpec p;
   p.port = 0;
-  EXPECT_EQ(proxy_args(p, {{"http://a:1", "http://b:2"}, {"http://c:3"}, {}}),
-            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--prefill", "http://a:1", "--prefill", "http://b:2", "--decode",
+  EXPECT_EQ(proxy_args(p, {{"http://a:1", "http://b:2"}, {"http://c:3"}, {}}, "m.gguf"),
+            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--tokenizer", "m.gguf", "--prefill", "http://a:1", "--prefill", "http://b:2", "--decode",
                   "http://c:3"}));
   const ProxySpec full{.port = 0, .policy = "cost", .api_key = "k", .admin_key = "a", .args = {"--timeout-s", "5"}};
-  EXPECT_EQ(proxy_args(full, {{}, {}, {"http://u:4"}}),
-            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--unified", "http://u:4", "--policy", "cost", "--api-key", "k",
+  EXPECT_EQ(proxy_args(full, {{}, {}, {"http://u:4"}}, "m.gguf"),
+            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--tokenizer", "m.gguf", "--unified", "http://u:4", "--policy", "cost", "--api-key", "k",
                   "--admin-key", "a", "--timeout-s", "5"}));
 }
 

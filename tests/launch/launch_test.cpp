@@ -99,11 +99,12 @@ TEST(Launch, DryRunPrintsTheCommandLines) {
   const testing::CliResult r = testing::run_moengine("launch " + topology + " --dry-run");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find(" serve --model "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("--role prefill --host 127.0.0.1 --port 0 --threads 1 --engine-id prefill-0 --kv-transport ucx --kv-cache-memory 0.05"),
+  EXPECT_NE(r.out.find("--role prefill --host 127.0.0.1 --port 0 --threads 1 --engine-id prefill-0 --kv-transport ucx "
+                       "--kv-events-endpoint 'tcp://127.0.0.1:*' --kv-cache-memory 0.05"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find(" proxy --host 127.0.0.1 --port 0 --prefill '<URL of prefill-0>' --decode '<URL of decode-0>'"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find(" --prefill '<URL of prefill-0>' --decode '<URL of decode-0>'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" proxy --host 127.0.0.1 --port 0 --tokenizer "), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir_of(topology) + "/logs"));
 }
 

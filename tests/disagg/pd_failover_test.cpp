@@ -12,8 +12,7 @@
 #include <thread>
 
 #include "disagg/pd_answers.h"
-#include "support/run_cli.h"
-#include "support/serve_process.h"
+#include "disagg/pd_processes.h"
 
 namespace moe {
 namespace {
@@ -21,24 +20,16 @@ namespace {
 using nlohmann::json;
 using testing::Answer;
 using testing::ServeProcess;
+using testing::words;
 using testing::expect_pools_empty;
 using namespace std::chrono_literals;
 
 std::string dir() { return testing::test_dir("pd_failover"); }
 
-std::string model() {
-  const std::string path = dir() + "/tiny.gguf";
-  if (!std::filesystem::exists(path)) {
-    const testing::CliResult r = testing::run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + path);
-    if (r.status != 0) throw std::runtime_error(r.out);
-  }
-  return path;
-}
+std::string model() { return testing::tiny_model(dir()); }
 
-std::unique_ptr<ServeProcess> start(const std::string& command, const std::string& name, std::vector<std::string> args) {
-  auto p = std::make_unique<ServeProcess>(args, dir() + "/" + name + ".log", command);
-  if (p->url().empty()) throw std::runtime_error(name + " never became ready:\n" + p->log());
-  return p;
+std::unique_ptr<ServeProcess> start(const std::string& command, const std::string& name, const std::vector<std::string>& args) {
+  return testing::start_ready(dir(), command, name, args);
 }
 
 std::unique_ptr<ServeProcess> serve(const std::string& name, std::vector<std::string> extra) {
@@ -46,12 +37,6 @@ std::unique_ptr<ServeProcess> serve(const std::string& name, std::vector<std::st
                              "--threads", "1", "--chat-template", std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"};
   a.insert(a.end(), extra.begin(), extra.end());
   return start("serve", name, a);
-}
-
-std::string words(int n, int salt) {
-  std::string s;
-  for (int i = 0; i < n; ++i) s += "w" + std::to_string((i * 7919 + salt) % 97) + " ";
-  return s;
 }
 
 std::vector<json> sixteen_streams(int salt) {

@@ -8,33 +8,24 @@
 #include <thread>
 
 #include "disagg/pd_answers.h"
-#include "support/run_cli.h"
-#include "support/serve_process.h"
+#include "disagg/pd_processes.h"
 
 namespace moe {
 namespace {
 
 using nlohmann::json;
 using testing::ServeProcess;
+using testing::words;
 using namespace std::chrono_literals;
 
 std::string dir() { return testing::test_dir("pd_prefix_routing"); }
 
-std::string model() {
-  const std::string path = dir() + "/tiny.gguf";
-  if (!std::filesystem::exists(path)) {
-    const testing::CliResult r = testing::run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + path);
-    if (r.status != 0) throw std::runtime_error(r.out);
-  }
-  return path;
-}
+std::string model() { return testing::tiny_model(dir()); }
 
 std::string chat_template() { return std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"; }
 
-std::unique_ptr<ServeProcess> start(const std::string& command, const std::string& name, std::vector<std::string> args) {
-  auto p = std::make_unique<ServeProcess>(args, dir() + "/" + name + ".log", command);
-  if (p->url().empty()) throw std::runtime_error(name + " never became ready:\n" + p->log());
-  return p;
+std::unique_ptr<ServeProcess> start(const std::string& command, const std::string& name, const std::vector<std::string>& args) {
+  return testing::start_ready(dir(), command, name, args);
 }
 
 std::unique_ptr<ServeProcess> serve(const std::string& name, const std::string& role) {
@@ -42,12 +33,6 @@ std::unique_ptr<ServeProcess> serve(const std::string& name, const std::string& 
                {"--model", model(), "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.05", "--threads", "1",
                 "--chat-template", chat_template(), "--role", role, "--kv-transport", "tcp", "--kv-events-endpoint",
                 "tcp://127.0.0.1:*"});
-}
-
-std::string words(int n, int salt) {
-  std::string s;
-  for (int i = 0; i < n; ++i) s += "w" + std::to_string((i * 7919 + salt) % 97) + " ";
-  return s;
 }
 
 // The prefill instance each of `n` requests was routed to, from the proxy's access log

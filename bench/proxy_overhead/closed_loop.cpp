@@ -61,10 +61,10 @@ asio::awaitable<std::string> one_request(http::HttpClient& client, const LoadSpe
   }
 }
 
-std::unique_ptr<http::HttpClient> client_for(asio::io_context& ioc, const LoadSpec& spec) {
+std::unique_ptr<http::HttpClient> client_for(const LoadSpec& spec) {
   http::HttpClientOptions options;
   options.idle_timeout = std::chrono::seconds(30);
-  return std::make_unique<http::HttpClient>(ioc.get_executor(), http::parse_url(spec.url), options);
+  return std::make_unique<http::HttpClient>(http::parse_url(spec.url), options);
 }
 
 bool stopped(const LoadSpec& spec) { return spec.stop && *spec.stop; }
@@ -89,7 +89,7 @@ double ms(Clock::time_point from, Clock::time_point to) { return duration<double
 
 LoadResult run_closed_loop(const LoadSpec& spec) {
   asio::io_context ioc;
-  const std::unique_ptr<http::HttpClient> client = client_for(ioc, spec);
+  const std::unique_ptr<http::HttpClient> client = client_for(spec);
   LoadResult r;
   const bool timed = spec.requests == 0;
   const Clock::time_point window_begin =
@@ -121,7 +121,7 @@ LoadResult run_closed_loop(const LoadSpec& spec) {
 std::vector<LoadResult> run_in_turns(const std::vector<LoadSpec>& specs) {
   asio::io_context ioc;
   std::vector<std::unique_ptr<http::HttpClient>> clients;
-  for (const LoadSpec& spec : specs) clients.push_back(client_for(ioc, spec));
+  for (const LoadSpec& spec : specs) clients.push_back(client_for(spec));
   std::vector<LoadResult> results(specs.size());
   size_t turns = 0;
   for (const LoadSpec& spec : specs) turns = std::max(turns, spec.warmup_requests + spec.requests);

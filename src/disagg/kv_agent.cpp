@@ -64,8 +64,8 @@ struct PullError : Error {
 
 std::string peer_name(const Handoff& h) { return fmt::format("prefill instance {}:{}", h.remote_host, h.remote_port); }
 
-http::HttpClient client_for(asio::any_io_executor ex, const Handoff& h, std::chrono::milliseconds timeout) {
-  return http::HttpClient(ex, http::Url{h.remote_host, std::to_string(h.remote_port), ""}, http::HttpClientOptions{timeout, 4});
+http::HttpClient client_for(const Handoff& h, std::chrono::milliseconds timeout) {
+  return http::HttpClient(http::Url{h.remote_host, std::to_string(h.remote_port), ""}, http::HttpClientOptions{timeout, 4});
 }
 
 }  // namespace
@@ -116,7 +116,7 @@ asio::awaitable<KvAgent::Peer> KvAgent::contact(const Handoff& h) {
     const auto it = peers_.find(key);
     if (it != peers_.end() && it->second.engine_id == h.remote_engine_id) co_return it->second;
   }
-  http::HttpClient client = client_for(co_await asio::this_coro::executor, h, config_.control_timeout);
+  http::HttpClient client = client_for(h, config_.control_timeout);
   http::HttpRequest req;
   req.method = "GET";
   req.target = "/internal/kv/info";
@@ -165,7 +165,7 @@ asio::awaitable<KvAgent::Peer> KvAgent::contact(const Handoff& h) {
 }
 
 asio::awaitable<PullFailure> KvAgent::release_lease(const Handoff& h, std::string& error) {
-  http::HttpClient client = client_for(co_await asio::this_coro::executor, h, config_.control_timeout);
+  http::HttpClient client = client_for(h, config_.control_timeout);
   // Named, not temporaries in the co_await expression: GCC 12 destroys those twice.
   http::HttpRequest req;
   req.target = "/internal/kv/release";

@@ -10,6 +10,7 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cerrno>
+#include <fmt/format.h>
 
 #include "http/deadline.h"
 
@@ -74,11 +75,30 @@ asio::awaitable<bool> Exchange::send_event(std::string_view data) {
 asio::awaitable<bool> Exchange::send_events(const std::vector<std::string>& data) {
   if (state_ != State::kStreaming) throw std::logic_error("Exchange::send_events: the event stream is not open");
   if (data.empty()) co_return !client_gone_;
-  std::string events;
-  for (const std::string& d : data) events.append("data: ").append(d).append("\n\n");
-  if (!chunked_) co_return co_await timed_write([&] { return asio::async_write(socket_, asio::buffer(events), as_tuple(use_awaitable)); });
-  co_return co_await timed_write(
-      [&] { return asio::async_write(socket_, bhttp::make_chunk(asio::buffer(events)), as_tuple(use_awaitable)); });
+  size_t size = 0;
+  for (const std::string& d : data) size += d.size() + 8;
+  std::string wire = chunked_ ? fmt::format("{:x}\r\n", size) : std::string();
+  wire.reserve(wire.size() + size + 2);
+  for (const std::string& d : data) wire.append("data: ").append(d).append("\n\n");
+  if (chunked_) wire.append("\r\n");
+  co_return co_await write_soon(wire);
+}
+
+asio::awaitable<bool> Exchange::write_soon(std::string_view bytes) {
+  // Events are small and the client reads them as they come, so the socket's send buffer
+  // almost always takes them whole at once: then no timed asynchronous write is set up.
+  size_t done = 0;
+  if (!client_gone_) {
+    const ssize_t n = ::send(socket_.native_handle(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) done = size_t(n);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) client_gone_ = true;
+  }
+  bool sent = !client_gone_;
+  if (sent && done < bytes.size()) {
+    const std::string_view rest = bytes.substr(done);
+    sent = co_await timed_write([&] { return asio::async_write(socket_, asio::buffer(rest.data(), rest.size()), as_tuple(use_awaitable)); });
+  }
+  co_return sent;
 }
 
 asio::awaitable<bool> Exchange::end_events() {

@@ -65,6 +65,9 @@ class Exchange {
   asio::awaitable<void> watch_for_disconnect();
   template <class Op>
   asio::awaitable<bool> timed_write(Op op);
+  // At once if the socket takes it all, else the rest in a timed write. False when the
+  // client is gone.
+  asio::awaitable<bool> write_soon(std::string_view bytes);
 
   tcp::socket& socket_;
   Request request_;

@@ -1,8 +1,13 @@
 #include "http/http_client.h"
 
+#include "http/connection_pool.h"
+
 #include <array>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -69,27 +74,13 @@ Url parse_url(std::string_view url) {
 }
 
 struct HttpClient::Impl {
-  asio::any_io_executor executor;
   Url base;
   HttpClientOptions options;
-  std::mutex mutex;
-  std::vector<std::unique_ptr<beast::tcp_stream>> idle;
+  std::shared_ptr<ConnectionPool> pool;
+  std::mutex mutex;  // guards endpoints
   std::optional<tcp::resolver::results_type> endpoints;
 
-  std::unique_ptr<beast::tcp_stream> take_idle() {
-    std::lock_guard lock(mutex);
-    if (idle.empty()) return nullptr;
-    auto s = std::move(idle.back());
-    idle.pop_back();
-    return s;
-  }
-
-  void put_idle(std::unique_ptr<beast::tcp_stream> s) {
-    std::lock_guard lock(mutex);
-    if (idle.size() < options.max_idle_connections) idle.push_back(std::move(s));
-  }
-
-  asio::awaitable<std::unique_ptr<beast::tcp_stream>> connect() {
+  asio::awaitable<std::unique_ptr<beast::tcp_stream>> connect(const asio::any_io_executor& executor) {
     std::optional<tcp::resolver::results_type> known;
     {
       std::lock_guard lock(mutex);
@@ -112,7 +103,7 @@ struct HttpClient::Impl {
   }
 
   asio::awaitable<HttpResponse> exchange(beast::tcp_stream& stream, const http::request<http::string_body>& msg,
-                                         const EventHandler* on_event, bool reused, bool& keep) {
+                                         const EventBatchHandler* on_events, bool reused, bool& keep) {
     const std::string what = fmt::format("{} http://{}:{}{}", std::string_view(msg.method_string()), base.host,
                                          base.port, std::string_view(msg.target()));
     stream.expires_after(options.idle_timeout);
@@ -135,7 +126,7 @@ struct HttpClient::Impl {
     response.status = int(head.result_int());
     for (const auto& field : head) response.headers.emplace_back(field.name_string(), field.value());
     response.content_type = head[http::field::content_type];
-    const bool events = on_event && response.status / 100 == 2 &&
+    const bool events = on_events && response.status / 100 == 2 &&
                         std::string_view(response.content_type).starts_with("text/event-stream");
     response.streamed = events;
     SseParser sse;
@@ -153,8 +144,12 @@ struct HttpClient::Impl {
         response.body.append(got);
         continue;
       }
-      sse.feed(got, [&](const SseEvent& e) { return (*on_event)(e, arrived); });
-      if (sse.stopped()) {
+      std::vector<SseEvent> batch;
+      sse.feed(got, [&](const SseEvent& e) {
+        batch.push_back(e);
+        return true;
+      });
+      if (!batch.empty() && !co_await (*on_events)(batch, arrived)) {
         keep = false;
         co_return response;
       }
@@ -163,7 +158,7 @@ struct HttpClient::Impl {
     co_return response;
   }
 
-  asio::awaitable<HttpResponse> run(HttpRequest request, const EventHandler* on_event) {
+  asio::awaitable<HttpResponse> run(HttpRequest request, const EventBatchHandler* on_events) {
     http::request<http::string_body> msg;
     msg.method(http::string_to_verb(request.method));
     if (msg.method() == http::verb::unknown) fail("unknown HTTP method '{}'", request.method);
@@ -172,7 +167,7 @@ struct HttpClient::Impl {
     const bool ipv6 = base.host.find(':') != std::string::npos;
     msg.set(http::field::host, (ipv6 ? "[" + base.host + "]" : base.host) + ":" + base.port);
     msg.set(http::field::user_agent, "moengine-bench");
-    msg.set(http::field::accept, on_event ? "text/event-stream" : "*/*");
+    msg.set(http::field::accept, on_events ? "text/event-stream" : "*/*");
     if (!request.body.empty()) msg.set(http::field::content_type, request.content_type);
     for (const auto& [name, value] : request.headers) msg.set(name, value);
     msg.body() = std::move(request.body);
@@ -180,14 +175,16 @@ struct HttpClient::Impl {
     msg.prepare_payload();
     // A pooled connection may have been closed by the server while idle; then the request
     // is sent once more on a new connection.
+    const asio::any_io_executor executor = co_await asio::this_coro::executor;
+    asio::execution_context& context = asio::query(executor, asio::execution::context);
     for (bool first = true;; first = false) {
-      std::unique_ptr<beast::tcp_stream> stream = first ? take_idle() : nullptr;
+      std::unique_ptr<beast::tcp_stream> stream = first ? pool->take(context) : nullptr;
       const bool reused = stream != nullptr;
-      if (!stream) stream = co_await connect();
+      if (!stream) stream = co_await connect(executor);
       bool keep = false;
       try {
-        HttpResponse response = co_await exchange(*stream, msg, on_event, reused, keep);
-        if (keep) put_idle(std::move(stream));
+        HttpResponse response = co_await exchange(*stream, msg, on_events, reused, keep);
+        if (keep) pool->put(std::move(stream));
         co_return response;
       } catch (const StaleConnection&) {
       }
@@ -195,11 +192,10 @@ struct HttpClient::Impl {
   }
 };
 
-HttpClient::HttpClient(asio::any_io_executor executor, Url base, HttpClientOptions options)
-    : impl_(std::make_shared<Impl>()) {
-  impl_->executor = std::move(executor);
+HttpClient::HttpClient(Url base, HttpClientOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->base = std::move(base);
   impl_->options = options;
+  impl_->pool = std::make_shared<ConnectionPool>(options.max_idle_connections);
 }
 
 HttpClient::~HttpClient() = default;
@@ -213,7 +209,17 @@ asio::awaitable<HttpResponse> HttpClient::fetch(HttpRequest request) {
 
 asio::awaitable<HttpResponse> HttpClient::stream(HttpRequest request, EventHandler on_event) {
   auto impl = impl_;
-  co_return co_await impl->run(std::move(request), &on_event);
+  const EventBatchHandler each = [&on_event](std::vector<SseEvent>& events, Clock::time_point at) -> asio::awaitable<bool> {
+    bool more = true;
+    for (size_t i = 0; more && i < events.size(); ++i) more = on_event(events[i], at);
+    co_return more;
+  };
+  co_return co_await impl->run(std::move(request), &each);
+}
+
+asio::awaitable<HttpResponse> HttpClient::stream_batches(HttpRequest request, EventBatchHandler on_events) {
+  auto impl = impl_;
+  co_return co_await impl->run(std::move(request), &on_events);
 }
 
 }  // namespace moe::http

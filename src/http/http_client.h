@@ -5,9 +5,11 @@
 // (keep-alive). Plain http only. `bench serve`, the proxy and the decode instances' calls
 // to their prefill instances use it.
 //
-// Safe to use from coroutines on any number of threads of one io_context: the shared state
-// (the idle connections and the resolved address) is behind a mutex.
-#include <boost/asio/any_io_executor.hpp>
+// One client may be shared by coroutines on any number of threads and strands: the shared
+// state (the idle connections and the resolved address) is behind a mutex, and each
+// connection runs on the executor of the coroutine that opened it. A request that breaks
+// off (an error, a timeout, its coroutine cancelled) closes its connection rather than
+// returning it to the pool, so the server sees the request abandoned.
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <functional>
@@ -60,6 +62,10 @@ using Clock = std::chrono::steady_clock;
 // Called for each event of a stream with the time the read that completed it returned.
 // Return false to stop reading: the connection is then closed rather than reused.
 using EventHandler = std::function<bool(const SseEvent&, Clock::time_point)>;
+// Called once for each read that completed events, with them all: a caller that forwards
+// them can do so in one write, in the reading coroutine. Return false to stop reading, as
+// above.
+using EventBatchHandler = std::function<boost::asio::awaitable<bool>(std::vector<SseEvent>&, Clock::time_point)>;
 
 struct HttpClientOptions {
   // The longest wait for the next bytes (connecting, sending, or between reads).
@@ -69,7 +75,7 @@ struct HttpClientOptions {
 
 class HttpClient {
  public:
-  HttpClient(boost::asio::any_io_executor executor, Url base, HttpClientOptions options = {});
+  explicit HttpClient(Url base, HttpClientOptions options = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -81,6 +87,7 @@ class HttpClient {
   // Asks for text/event-stream. A 2xx answer of that type goes event by event to
   // on_event; any other answer comes back whole, as from fetch(), for the caller to report.
   boost::asio::awaitable<HttpResponse> stream(HttpRequest request, EventHandler on_event);
+  boost::asio::awaitable<HttpResponse> stream_batches(HttpRequest request, EventBatchHandler on_events);
 
   const Url& base() const;
 

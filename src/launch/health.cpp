@@ -10,7 +10,7 @@ namespace moe::launch {
 int health_status(const std::string& base_url, std::chrono::milliseconds timeout) {
   namespace asio = boost::asio;
   asio::io_context io;
-  http::HttpClient client(io.get_executor(), http::parse_url(base_url), http::HttpClientOptions{timeout});
+  http::HttpClient client(http::parse_url(base_url), http::HttpClientOptions{timeout});
   int status = 0;
   auto call = [&]() -> asio::awaitable<void> {
     http::HttpRequest req;

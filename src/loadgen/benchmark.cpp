@@ -182,7 +182,7 @@ BenchmarkRun run_benchmark(const BenchmarkOptions& o, const std::vector<SampleRe
                            const ProgressFn& progress) {
   if (requests.empty()) fail("no requests to send (--num-prompts must be at least 1)");
   asio::io_context io(1);
-  HttpClient client(io.get_executor(), parse_url(o.base_url), HttpClientOptions{o.timeout});
+  HttpClient client(parse_url(o.base_url), HttpClientOptions{o.timeout});
   BenchmarkRun run;
   std::exception_ptr failure;
   asio::co_spawn(io, drive(client, o, requests, progress, run), [&](std::exception_ptr e) { failure = e; });

@@ -1,6 +1,7 @@
 #pragma once
-// An instance as the legs address it: its URL as given (what messages name it by) and
-// the parsed base the HTTP client connects to.
+// An instance as the legs address it: its URL as given (what messages name it by), the
+// parsed base, and its pool of kept-alive connections, which every leg to it shares.
+#include <memory>
 #include <string>
 
 #include "http/http_client.h"
@@ -12,6 +13,7 @@ namespace asio = boost::asio;
 struct Backend {
   std::string url;  // without trailing '/'
   http::Url base;
+  std::shared_ptr<http::HttpClient> connections;
 };
 
 }  // namespace moe::proxy

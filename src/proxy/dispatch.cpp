@@ -1,61 +1,141 @@
 #include "proxy/dispatch.h"
 
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
+
+#include "proxy/policy/queue_order.h"
+#include "proxy/request_estimate.h"
 
 namespace moe::proxy {
 
-namespace {
-
-// Counts a request in the queue for as long as it waits there.
-struct QueueSlot {
-  std::atomic<size_t>& queued;
-  bool admitted;
-  QueueSlot(std::atomic<size_t>& q, size_t limit) : queued(q), admitted(++q <= limit) {}
-  ~QueueSlot() { --queued; }
+struct Dispatch::Waiter {
+  Leg leg;
+  routing::RoutingRequest request;
+  PrefixMatches matched;
+  asio::any_io_executor executor;
+  std::shared_ptr<asio::steady_timer> wake;  // on `executor`: cancelled to wake the waiter
+  std::optional<Picked> picked;              // under queue_mu_: set by whoever routed it
 };
 
-}  // namespace
+Dispatch::Dispatch(Registry& registry, Scheduler& scheduler, DispatchConfig config)
+    : registry_(registry), scheduler_(scheduler), config_(config) {
+  registry_.on_capacity([this] { serve_queue(); });
+}
+
+Dispatch::~Dispatch() { registry_.on_capacity(nullptr); }
+
+size_t Dispatch::queued() const {
+  std::lock_guard lock(queue_mu_);
+  return waiting_.size();
+}
+
+Picked Dispatch::route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
+                       const PrefixMatches& matched) {
+  Picked p;
+  p.route = scheduler_.route(leg, request, exclude, matched);
+  if (!p.route.instance) return p;
+  scheduler_.count(leg, p.route);
+  routing::InstanceLoad load;
+  if (leg == Leg::kPrefill) {
+    load.queued_prefill_tokens = request.prompt_tokens;
+    load.prefill_requests = 1;
+  } else {
+    load.running_sequences = 1;
+    load.kv_tokens = request.prompt_tokens;
+    load.remaining_output_tokens = request.expected_output_tokens;
+  }
+  p.load = LoadTicket(registry_, p.route.instance, load);
+  return p;
+}
 
 asio::awaitable<Picked> Dispatch::pick(Leg leg, const routing::RoutingRequest& request,
                                        const std::vector<std::string>& exclude, const PrefixMatches& matched) {
+  Picked p = route(leg, request, exclude, matched);
+  const bool waits = !p.route.instance && exclude.empty();
+  if (!p.route.instance && !waits) scheduler_.count(leg, p.route);
+  if (waits) p = co_await wait(leg, request, matched);
+  co_return p;
+}
+
+asio::awaitable<Picked> Dispatch::wait(Leg leg, const routing::RoutingRequest& request, const PrefixMatches& matched) {
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  auto w = std::make_shared<Waiter>(Waiter{leg, request, matched, executor, std::make_shared<asio::steady_timer>(executor), {}});
+  bool admitted = false;
+  {
+    std::lock_guard lock(queue_mu_);
+    admitted = waiting_.size() < config_.max_queued;
+    if (admitted) waiting_.push_back(w);
+  }
+  // However this ends (routed, timed out, the client gone), the request leaves the queue;
+  // a route it was given meanwhile goes with it, its load ticket returned.
+  struct Leave {
+    Dispatch& d;
+    const std::shared_ptr<Waiter>& w;
+    ~Leave() {
+      std::lock_guard lock(d.queue_mu_);
+      d.waiting_.remove(w);
+    }
+  } leave{*this, w};
   Picked p;
-  p.route = scheduler_.route(leg, request, exclude, matched);
-  if (!p.route.instance && exclude.empty()) {
-    QueueSlot slot(queued_, config_.max_queued);
-    if (!slot.admitted) {
-      p.error = proxy_queue_full(fmt::format("{} requests already wait for an instance", config_.max_queued));
+  if (!admitted) {
+    Route none;
+    none.decision.reason = "queue_full";
+    scheduler_.count(leg, none);
+    p.error = proxy_queue_full(fmt::format("{} requests already wait for an instance", config_.max_queued));
+  }
+  const Clock::time_point deadline = Clock::now() + config_.queue_timeout;
+  bool done = !admitted;
+  while (!done) {
+    w->wake->expires_at(std::min(deadline, Clock::now() + config_.queue_poll));
+    co_await w->wake->async_wait(asio::as_tuple(asio::use_awaitable));
+    const asio::cancellation_state cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() == asio::cancellation_type::none) serve_queue();
+    std::lock_guard lock(queue_mu_);
+    if (w->picked) {
+      p = std::move(*w->picked);
+      w->picked.reset();
+    }
+    done = p.route.instance || cs.cancelled() != asio::cancellation_type::none || Clock::now() >= deadline;
+  }
+  if (admitted && !p.route.instance) {
+    // The last attempt's decision says why none could take it.
+    p.route = scheduler_.route(leg, request, {}, matched);
+    if (p.route.instance) {
+      p = route(leg, request, {}, matched);
     } else {
-      asio::steady_timer timer(co_await asio::this_coro::executor);
-      const Clock::time_point deadline = Clock::now() + config_.queue_timeout;
-      while (!p.route.instance && Clock::now() < deadline) {
-        timer.expires_after(config_.queue_poll);
-        co_await timer.async_wait(asio::use_awaitable);
-        p.route = scheduler_.route(leg, request, exclude, matched);
-      }
-      if (!p.route.instance) {
-        p.error = no_instance(fmt::format("no {} instance could take the request within {} ms: {}", leg_name(leg),
-                                          config_.queue_timeout.count(), p.route.decision.detail));
-      }
+      scheduler_.count(leg, p.route);
+      p.error = no_instance(fmt::format("no {} instance could take the request within {} ms: {}", leg_name(leg),
+                                        config_.queue_timeout.count(), p.route.decision.detail));
     }
   }
   co_return p;
 }
 
-LoadTicket Dispatch::prefill_load(const InstancePtr& instance, const routing::RoutingRequest& request) {
-  routing::InstanceLoad load;
-  load.queued_prefill_tokens = request.prompt_tokens;
-  load.prefill_requests = 1;
-  return LoadTicket(registry_, instance, load);
-}
-
-LoadTicket Dispatch::decode_load(const InstancePtr& instance, const routing::RoutingRequest& request) {
-  routing::InstanceLoad load;
-  load.running_sequences = 1;
-  load.kv_tokens = request.prompt_tokens;
-  load.remaining_output_tokens = request.expected_output_tokens;
-  return LoadTicket(registry_, instance, load);
+void Dispatch::serve_queue() {
+  std::vector<std::shared_ptr<Waiter>> woken;
+  {
+    std::lock_guard lock(queue_mu_);
+    if (waiting_.empty()) return;
+    std::vector<std::shared_ptr<Waiter>> queue(waiting_.begin(), waiting_.end());
+    std::vector<routing::RoutingRequest> requests;
+    requests.reserve(queue.size());
+    for (const auto& w : queue) requests.push_back(w->request);
+    const double now = routing_seconds(Clock::now());
+    for (const size_t i : routing::order_queue(requests, now, scheduler_.config().thresholds)) {
+      const std::shared_ptr<Waiter>& w = queue[i];
+      if (w->picked) continue;
+      Picked p = route(w->leg, w->request, {}, w->matched);
+      if (!p.route.instance) continue;
+      w->picked = std::move(p);
+      waiting_.remove(w);
+      woken.push_back(w);
+    }
+  }
+  for (const auto& w : woken) asio::post(w->executor, [timer = w->wake] { timer->cancel(); });
 }
 
 void Dispatch::report(Instance& instance, bool failed) {

@@ -1,9 +1,17 @@
 #pragma once
 // What both ways of answering (whole and streamed) share around a leg: picking its
-// instance, waiting (bounded) in the proxy's queue while none can take it, the load it puts
-// on that instance, and what its outcome tells the registry.
-#include <atomic>
+// instance, waiting (bounded) in the proxy's global queue while none can take it, the load
+// it puts on that instance, and what its outcome tells the registry.
+//
+// The queue is served in routing::order_queue's order (shortest prompt first, requests
+// waiting past the aging bound first of all), whenever the registry says an instance may
+// take more (a leg ended, a probe answered, ...) and at least every queue_poll.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,27 +29,29 @@ struct DispatchConfig {
   // 429 with Retry-After.
   size_t max_queued = 1024;
   std::chrono::milliseconds queue_timeout{30000};  // then 503
-  std::chrono::milliseconds queue_poll{20};
+  // The longest a waiting request goes without a routing attempt: reported loads change
+  // with probes, which do not wake the queue unless an instance came back.
+  std::chrono::milliseconds queue_poll{100};
 };
 
 struct Picked {
   Route route;                    // route.instance set when one was found
+  LoadTicket load;                // the leg's load there, for as long as this lives
   std::optional<ApiError> error;  // else why not (503, 429)
 };
 
 class Dispatch {
  public:
-  Dispatch(Registry& registry, Scheduler& scheduler, DispatchConfig config)
-      : registry_(registry), scheduler_(scheduler), config_(config) {}
+  Dispatch(Registry& registry, Scheduler& scheduler, DispatchConfig config);
+  ~Dispatch();
+  Dispatch(const Dispatch&) = delete;
+  Dispatch& operator=(const Dispatch&) = delete;
 
-  // A retry (`exclude` not empty) does not wait: with no other instance ready, the leg's
-  // last failure is the client's answer.
+  // An instance for the leg, with the leg's load on it taken. A retry (`exclude` not
+  // empty) does not wait: with no other instance ready, the leg's last failure is the
+  // client's answer.
   asio::awaitable<Picked> pick(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
                                const PrefixMatches& matched);
-
-  // The load a leg puts on its instance while it runs.
-  LoadTicket prefill_load(const InstancePtr& instance, const routing::RoutingRequest& request);
-  LoadTicket decode_load(const InstancePtr& instance, const routing::RoutingRequest& request);
   // Whether the prefill leg just started there is the only one of this proxy's there: then
   // its time is the instance's own prefill time, and teaches its latency model.
   bool alone(const Instance& instance) const { return registry_.prefill_requests(instance) == 1; }
@@ -52,13 +62,22 @@ class Dispatch {
 
   Registry& registry() { return registry_; }
   const DispatchConfig& config() const { return config_; }
-  size_t queued() const { return queued_; }
+  size_t queued() const;
 
  private:
+  struct Waiter;
+  // Routes and takes the load; the decision is counted when it found an instance.
+  Picked route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
+               const PrefixMatches& matched);
+  asio::awaitable<Picked> wait(Leg leg, const routing::RoutingRequest& request, const PrefixMatches& matched);
+  // Routes the waiting requests in order; each one routed is woken.
+  void serve_queue();
+
   Registry& registry_;
   Scheduler& scheduler_;
   const DispatchConfig config_;
-  std::atomic<size_t> queued_{0};
+  mutable std::mutex queue_mu_;
+  std::list<std::shared_ptr<Waiter>> waiting_;
 };
 
 // No answer, a 5xx, or 429 (the instance is full): another instance may do better. Other

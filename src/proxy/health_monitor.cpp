@@ -33,7 +33,7 @@ asio::awaitable<std::optional<HealthReport>> health_of(http::HttpClient& client)
 
 asio::awaitable<void> probe(Registry& registry, InstancePtr instance, std::chrono::milliseconds timeout,
                             const ProbeListener& listener) {
-  http::HttpClient client(co_await asio::this_coro::executor, instance->backend().base, http::HttpClientOptions{timeout});
+  http::HttpClient client(instance->backend().base, http::HttpClientOptions{timeout});
   const std::optional<std::optional<HealthReport>> answered = co_await http::within(timeout, health_of(client));
   const std::optional<HealthReport> report = answered ? *answered : std::nullopt;
   registry.report_probe(*instance, report);

@@ -1,10 +1,7 @@
 #include "proxy/legs.h"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
 
 #include "http/deadline.h"
@@ -15,18 +12,17 @@ namespace {
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-// `events`: stream into it; null: fetch the answer whole.
-asio::awaitable<LegResult> call(http::HttpClient& client, Leg leg, const Backend& b, http::HttpRequest request,
-                                LegMailbox* events) {
+// `on_events`: stream to it; null: fetch the answer whole.
+asio::awaitable<LegResult> call(Leg leg, const Backend& b, http::HttpRequest request,
+                                const http::EventBatchHandler* on_events) {
+  // Shared with the backend, which an instance removed meanwhile may no longer hold.
+  const std::shared_ptr<http::HttpClient> client = b.connections;
   LegResult r;
   try {
-    if (events) {
-      r.response = co_await client.stream(std::move(request), [events](const http::SseEvent& e, http::Clock::time_point at) {
-        events->push(LegEvent{e.data, at});
-        return true;
-      });
+    if (on_events) {
+      r.response = co_await client->stream_batches(std::move(request), *on_events);
     } else {
-      r.response = co_await client.fetch(std::move(request));
+      r.response = co_await client->fetch(std::move(request));
     }
   } catch (const http::ConnectError& e) {
     r.failure = fmt::format("{} instance {} is unreachable: {}", leg_name(leg), b.url, e.what());
@@ -50,16 +46,13 @@ std::string protocol_failure(Leg leg, const Backend& b, const std::string& what)
   return fmt::format("{} instance {} answered outside the P/D protocol: {}", leg_name(leg), b.url, what);
 }
 
-asio::awaitable<LegResult> fetch_leg(http::HttpClient& client, Leg leg, const Backend& b, http::HttpRequest request) {
-  co_return co_await call(client, leg, b, std::move(request), nullptr);
+asio::awaitable<LegResult> fetch_leg(Leg leg, const Backend& b, http::HttpRequest request) {
+  co_return co_await call(leg, b, std::move(request), nullptr);
 }
 
-asio::awaitable<void> stream_leg(http::HttpClient& client, Leg leg, const Backend& b, http::HttpRequest request,
-                                 std::shared_ptr<LegMailbox> mailbox, std::chrono::milliseconds linger) {
-  LegResult result = co_await call(client, leg, b, std::move(request), mailbox.get());
-  mailbox->push(std::move(result));
-  asio::steady_timer wait(co_await asio::this_coro::executor, linger);
-  co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+asio::awaitable<LegResult> stream_leg(Leg leg, const Backend& b, http::HttpRequest request,
+                                      const http::EventBatchHandler& on_events) {
+  co_return co_await call(leg, b, std::move(request), &on_events);
 }
 
 http::Response relayed(const http::HttpResponse& answer) {
@@ -79,13 +72,12 @@ void release_handoff(asio::any_io_executor ex, const Backend& p, const Json& han
   request.target = "/internal/kv/release";
   request.body = dump(Json{{"remote_request_id", *id}});
   if (!authorization.empty()) request.headers.emplace_back("Authorization", authorization);
-  // Owns everything it uses: it outlives the handler that starts it.
-  auto client = std::make_shared<http::HttpClient>(ex, p.base, http::HttpClientOptions{timeout});
-  auto release = [](std::shared_ptr<http::HttpClient> c, http::HttpRequest req, Backend b,
-                    std::chrono::milliseconds limit) -> asio::awaitable<void> {
-    const std::optional<LegResult> answered = co_await http::within(limit, fetch_leg(*c, Leg::kPrefill, b, std::move(req)));
+  // Owns everything it uses (the backend's copy holds the connections): it outlives the
+  // handler that starts it.
+  auto release = [](http::HttpRequest req, Backend b, std::chrono::milliseconds limit) -> asio::awaitable<void> {
+    const std::optional<LegResult> answered = co_await http::within(limit, fetch_leg(Leg::kPrefill, b, std::move(req)));
   };
-  asio::co_spawn(ex, release(client, std::move(request), p, timeout), asio::detached);
+  asio::co_spawn(ex, release(std::move(request), p, timeout), asio::detached);
 }
 
 }  // namespace moe::proxy

@@ -8,10 +8,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <variant>
 
 #include "http/http_client.h"
-#include "http/mailbox.h"
+#include "http/types.h"
 #include "proxy/backends.h"
 #include "proxy/merge.h"
 #include "proxy/policy/routing_request.h"
@@ -43,22 +42,13 @@ http::HttpRequest leg_request(const PdRequest& r, const Json& body);
 // "prefill instance http://... answered outside the P/D protocol: <what>"
 std::string protocol_failure(Leg leg, const Backend& b, const std::string& what);
 
-// The whole answer.
-asio::awaitable<LegResult> fetch_leg(http::HttpClient& client, Leg leg, const Backend& b, http::HttpRequest request);
+// The whole answer, through the instance's pooled connections.
+asio::awaitable<LegResult> fetch_leg(Leg leg, const Backend& b, http::HttpRequest request);
 
-// A streamed leg hands its events to the relaying coroutine through a mailbox, the
-// LegResult last (its response then has no body when the events were streamed).
-struct LegEvent {
-  std::string data;
-  http::Clock::time_point at;
-};
-using LegItem = std::variant<LegEvent, LegResult>;
-using LegMailbox = http::Mailbox<LegItem>;
-
-// Streams, then waits (at most `linger`) to be cancelled: the relay, not the leg, ends the
-// race between them, once it has taken the leg's result.
-asio::awaitable<void> stream_leg(http::HttpClient& client, Leg leg, const Backend& b, http::HttpRequest request,
-                                 std::shared_ptr<LegMailbox> mailbox, std::chrono::milliseconds linger);
+// Streams: each read's events go to `on_events`; the result's response has no body when
+// they were streamed.
+asio::awaitable<LegResult> stream_leg(Leg leg, const Backend& b, http::HttpRequest request,
+                                      const http::EventBatchHandler& on_events);
 
 // The instance's own answer, relayed to the client as is.
 http::Response relayed(const http::HttpResponse& answer);

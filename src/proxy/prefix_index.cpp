@@ -24,7 +24,7 @@ std::string reachable(const std::string& endpoint, const http::Url& instance) {
 }
 
 asio::awaitable<void> fetch(http::Url base, std::string engine_id, kv_events::KvEventSubscriber* subscriber) {
-  http::HttpClient client(co_await asio::this_coro::executor, base, http::HttpClientOptions{std::chrono::seconds(5)});
+  http::HttpClient client(base, http::HttpClientOptions{std::chrono::seconds(5)});
   http::HttpRequest request;
   request.method = "GET";
   request.target = "/internal/kv/blocks";

@@ -22,11 +22,6 @@ http::Response json_response(const Json& body, http::Status status = http::Statu
 
 bool answered_ok(const LegResult& r) { return r.response && r.response->status / 100 == 2; }
 
-double seconds_since_start(http::Clock::time_point t) {
-  static const http::Clock::time_point start = http::Clock::now();
-  return std::chrono::duration<double>(t - start).count();
-}
-
 std::optional<std::string> bearer(const http::Request& req) {
   const std::string_view auth = req[http::Field::authorization];
   if (!auth.starts_with("Bearer ")) return std::nullopt;
@@ -37,7 +32,7 @@ std::optional<std::string> bearer(const http::Request& req) {
 
 ProxyServer::ProxyServer(ProxyConfig config)
     : config_(std::move(config)),
-      registry_(config_.instances, config_.breaker),
+      registry_(config_.instances, config_.breaker, http::HttpClientOptions{config_.timeout}),
       scheduler_(registry_, config_.scheduler),
       dispatch_(registry_, scheduler_, config_.dispatch) {
   if (!config_.access_log.empty()) access_log_ = std::make_unique<AccessLog>(config_.access_log);
@@ -108,7 +103,7 @@ asio::awaitable<void> ProxyServer::generate(http::Exchange& ex, Api api) {
     request.api = api;
     request.target = std::string(ex.path());
     request.authorization = std::string(ex.request()[http::Field::authorization]);
-    request.routing = routing_request(api, request.body, request.id.id, seconds_since_start(request.arrived));
+    request.routing = routing_request(api, request.body, request.id.id, routing_seconds(request.arrived));
     if (tokenizer_) {
       request.prompt_ids = tokenizer_->tokens(api, request.body);
       if (request.prompt_ids) {
@@ -143,7 +138,6 @@ asio::awaitable<void> ProxyServer::answer_error(http::Exchange& ex, const ApiErr
 
 asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(http::Exchange& ex, const PdRequest& request,
                                                                              Leg leg, const Json& handoff, RequestTrace& trace) {
-  const auto executor = co_await asio::this_coro::executor;
   std::vector<std::string> tried;
   std::optional<Served> served, failed;
   for (int attempt = 1; !served; ++attempt) {
@@ -160,15 +154,12 @@ asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(htt
     const InstancePtr instance = picked->route.instance;
     const bool whole = leg == Leg::kPrefill && picked->route.decision.whole_request;
     trace.mark("routed", {{"leg", whole ? "whole" : leg_name(leg)}, {"instance", instance->name()}, {"reason", picked->route.decision.reason}});
-    LoadTicket load = leg == Leg::kPrefill ? dispatch_.prefill_load(instance, request.routing)
-                                           : dispatch_.decode_load(instance, request.routing);
     const bool alone = leg == Leg::kPrefill && dispatch_.alone(*instance);
     const Json body = leg == Leg::kDecode ? decode_body(request.body, handoff) : whole ? request.body : prefill_body(request.body);
-    http::HttpClient client(executor, instance->backend().base, client_options());
     http::HttpRequest leg_req = leg_request(request, body);
     const http::Clock::time_point started = http::Clock::now();
     std::optional<LegResult> result =
-        co_await ex.unless_client_gone(fetch_leg(client, leg, instance->backend(), std::move(leg_req)));
+        co_await ex.unless_client_gone(fetch_leg(leg, instance->backend(), std::move(leg_req)));
     if (!result) break;
     // A 2xx that is not the protocol's is caught by the caller, which names the instance.
     const bool fault = instance_fault(*result);
@@ -284,9 +275,7 @@ asio::awaitable<void> ProxyServer::models(http::Exchange& ex) {
     co_return;
   }
   const Backend& d = route.instance->backend();
-  const auto executor = co_await asio::this_coro::executor;
-  http::HttpClient client(executor, d.base, client_options());
-  const std::optional<LegResult> r = co_await ex.unless_client_gone(fetch_leg(client, Leg::kDecode, d, std::move(request)));
+  const std::optional<LegResult> r = co_await ex.unless_client_gone(fetch_leg(Leg::kDecode, d, std::move(request)));
   if (!r) co_return;
   http::Response res = r->response ? relayed(*r->response) : error_response(bad_gateway(r->failure));
   co_await ex.respond(std::move(res));

@@ -95,7 +95,6 @@ class ProxyServer {
   AdminOutcome admin_action(const http::Request& req, const std::string& action);
   std::optional<ApiError> check_api_key(const http::Request& req) const;
   std::optional<ApiError> check_admin_key(const http::Request& req) const;
-  http::HttpClientOptions client_options() const { return http::HttpClientOptions{config_.timeout}; }
 
   ProxyConfig config_;
   Registry registry_;

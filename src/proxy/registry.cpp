@@ -56,7 +56,8 @@ HealthReport parse_health_report(const nlohmann::json& body) {
   return r;
 }
 
-Registry::Registry(const std::vector<InstanceSpec>& instances, BreakerConfig breaker) : breaker_(breaker) {
+Registry::Registry(const std::vector<InstanceSpec>& instances, BreakerConfig breaker, http::HttpClientOptions connections)
+    : breaker_(breaker), connection_options_(connections) {
   for (const InstanceSpec& spec : instances) add(spec);
 }
 
@@ -64,12 +65,13 @@ InstancePtr Registry::add(InstanceSpec spec) {
   while (spec.url.ends_with('/')) spec.url.pop_back();
   if (spec.name.empty()) spec.name = spec.url;
   if (!(spec.weight > 0)) fail("instance {}: weight must be more than 0, got {}", spec.name, spec.weight);
-  Backend backend{spec.url, {}};
+  Backend backend{spec.url, {}, nullptr};
   try {
     backend.base = http::parse_url(spec.url);
   } catch (const Error& e) {
     fail("instance {}: {}", spec.name, e.what());
   }
+  backend.connections = std::make_shared<http::HttpClient>(backend.base, connection_options_);
   const double weight = spec.weight;
   auto instance = std::make_shared<Instance>(std::move(spec), std::move(backend));
   instance->weight_ = weight;
@@ -87,9 +89,13 @@ InstancePtr Registry::find_locked(const std::string& name) const {
 }
 
 bool Registry::set_draining(const std::string& name, bool draining) {
-  std::lock_guard lock(mu_);
-  const InstancePtr i = find_locked(name);
-  if (i) i->draining_ = draining;
+  InstancePtr i;
+  {
+    std::lock_guard lock(mu_);
+    i = find_locked(name);
+    if (i) i->draining_ = draining;
+  }
+  if (i && !draining) capacity_freed();
   return bool(i);
 }
 
@@ -143,14 +149,17 @@ std::vector<InstancePtr> Registry::all() const {
 }
 
 void Registry::report_probe(Instance& instance, const std::optional<HealthReport>& report) {
-  std::lock_guard lock(mu_);
-  auto& i = instance;
-  i.probe_ok_ = report.has_value();
-  if (!report) return;
-  i.reported_ = *report;
-  // An instance that answers its probe again is given traffic again at once.
-  i.open_until_.reset();
-  i.consecutive_failures_ = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto& i = instance;
+    i.probe_ok_ = report.has_value();
+    if (!report) return;
+    i.reported_ = *report;
+    // An instance that answers its probe again is given traffic again at once.
+    i.open_until_.reset();
+    i.consecutive_failures_ = 0;
+  }
+  capacity_freed();
 }
 
 void Registry::report_failure(Instance& instance, Clock::time_point now) {
@@ -161,15 +170,35 @@ void Registry::report_failure(Instance& instance, Clock::time_point now) {
 }
 
 void Registry::report_success(Instance& instance) {
-  std::lock_guard lock(mu_);
-  auto& i = instance;
-  i.consecutive_failures_ = 0;
-  i.open_until_.reset();
+  {
+    std::lock_guard lock(mu_);
+    auto& i = instance;
+    i.consecutive_failures_ = 0;
+    i.open_until_.reset();
+  }
+  capacity_freed();
 }
 
 void Registry::add_load(Instance& instance, const routing::InstanceLoad& delta, int sign) {
-  std::lock_guard lock(mu_);
-  apply(instance.routed_, delta, sign);
+  {
+    std::lock_guard lock(mu_);
+    apply(instance.routed_, delta, sign);
+  }
+  if (sign < 0) capacity_freed();
+}
+
+void Registry::on_capacity(std::function<void()> listener) {
+  std::lock_guard lock(listener_mu_);
+  capacity_listener_ = std::move(listener);
+}
+
+void Registry::capacity_freed() {
+  std::function<void()> listener;
+  {
+    std::lock_guard lock(listener_mu_);
+    listener = capacity_listener_;
+  }
+  if (listener) listener();
 }
 
 void Registry::observe_prefill(Instance& instance, int64_t new_tokens, int64_t cached_tokens, double seconds) {
@@ -191,9 +220,9 @@ nlohmann::json Registry::describe(Clock::time_point now) const {
                     {"url", i->backend().url},
                     {"role", instance_role_name(i->role())},
                     {"weight", i->weight_},
-                    {"healthy", up_locked(*i, now)},
+                    {"healthy", i->probe_ok_ && !i->open_until_},
                     {"probe_ok", i->probe_ok_},
-                    {"breaker_open", i->open_until_.has_value() && now < *i->open_until_},
+                    {"breaker", !i->open_until_ ? "closed" : now < *i->open_until_ ? "open" : "half_open"},
                     {"draining", i->draining_},
                     {"routed", {{"prefill_requests", i->routed_.prefill_requests},
                                 {"queued_prefill_tokens", i->routed_.queued_prefill_tokens},

@@ -6,6 +6,7 @@
 // and removed while the proxy runs. Thread-safe; legs hold an instance by shared_ptr, so
 // one removed mid-request stays valid until they are done with it.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -87,7 +88,9 @@ using InstancePtr = std::shared_ptr<Instance>;
 class Registry {
  public:
   // Throws moe::Error for a malformed URL or a duplicate name.
-  explicit Registry(const std::vector<InstanceSpec>& instances, BreakerConfig breaker = {});
+  // `connections`: the options of each instance's connection pool (Backend::connections).
+  explicit Registry(const std::vector<InstanceSpec>& instances, BreakerConfig breaker = {},
+                    http::HttpClientOptions connections = {});
 
   // Throws moe::Error as the constructor.
   InstancePtr add(InstanceSpec spec);
@@ -120,13 +123,22 @@ class Registry {
   // Each instance's state, for /health and the admin API.
   nlohmann::json describe(Clock::time_point now) const;
 
+  // Called (on the thread that caused it, outside the registry's lock) whenever an
+  // instance may take more than before: a leg ended there, a probe answered, a failure
+  // streak ended, an instance was added or stopped draining. Null: nobody is told.
+  void on_capacity(std::function<void()> listener);
+
  private:
   InstancePtr find_locked(const std::string& name) const;
   bool up_locked(const Instance& instance, Clock::time_point now) const;
+  void capacity_freed();
 
   const BreakerConfig breaker_;
+  const http::HttpClientOptions connection_options_;
   mutable std::mutex mu_;
   std::vector<InstancePtr> instances_;
+  std::mutex listener_mu_;
+  std::function<void()> capacity_listener_;
 };
 
 // Per-instance gauges: up, draining, and the load the proxy has routed there.

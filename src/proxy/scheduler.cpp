@@ -22,8 +22,12 @@ Route Scheduler::route(Leg leg, const routing::RoutingRequest& request, const st
                    ? routing::route_prefill(s.views, request, config_.policy, config_.thresholds, prefill_state_)
                    : routing::route_decode(s.views, request, config_.policy, config_.thresholds, decode_state_);
   if (r.decision.instance) r.instance = s.instances[*r.decision.instance];
-  ++decisions_[{leg_name(leg), r.decision.reason}];
   return r;
+}
+
+void Scheduler::count(Leg leg, const Route& route) {
+  std::lock_guard lock(mu_);
+  ++decisions_[{leg_name(leg), route.decision.reason}];
 }
 
 void Scheduler::write_metrics(PrometheusText& out) const {

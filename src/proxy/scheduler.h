@@ -1,7 +1,7 @@
 #pragma once
 // The proxy's routing: the registry's snapshot, through the chosen policy
-// (proxy/policy/route.h), to an instance for each leg, with each decision counted by leg,
-// policy and reason. Instances a request already failed on are left out of its retries.
+// (proxy/policy/route.h), to an instance for each leg, with the decisions that stood
+// counted by leg, policy and reason. Instances a request already failed on are left out of its retries.
 #include <map>
 #include <mutex>
 #include <string>
@@ -35,11 +35,14 @@ class Scheduler {
  public:
   Scheduler(Registry& registry, SchedulerConfig config);
 
-  // Thread-safe.
+  // Thread-safe. Counts nothing: a request may be routed many times while it waits.
   Route route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
               const PrefixMatches& matched = {});
+  // The decision that stood for a request's leg (thread-safe).
+  void count(Leg leg, const Route& route);
 
   routing::Policy policy() const { return config_.policy; }
+  const SchedulerConfig& config() const { return config_; }
   void write_metrics(PrometheusText& out) const;
 
  private:

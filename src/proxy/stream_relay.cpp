@@ -1,6 +1,5 @@
 #include "proxy/stream_relay.h"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
 
@@ -107,8 +106,6 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
       whole_ = true;
       active_->expect_whole_answer();
     }
-    LoadTicket load = which == Leg::kPrefill ? dispatch_.prefill_load(instance, request_.routing)
-                                             : dispatch_.decode_load(instance, request_.routing);
     const bool alone = which == Leg::kPrefill && dispatch_.alone(*instance);
     leg_relayed_ = retry_ = instance_fault_ = false;
     leg_first_event_.reset();
@@ -143,49 +140,33 @@ void StreamRelay::learn_prefill_time(Instance& p, http::Clock::time_point starte
 }
 
 asio::awaitable<void> StreamRelay::leg(Leg leg, const Backend& b, const Json& body) {
-  using namespace asio::experimental::awaitable_operators;
-  const auto executor = co_await asio::this_coro::executor;
-  http::HttpClient client(executor, b.base, http::HttpClientOptions{limits_.timeout});
-  auto mailbox = std::make_shared<LegMailbox>(executor);
   http::HttpRequest request = leg_request(request_, body);
   if (resumed_) request.target = "/v1/completions";  // a resumed request is token ids, whatever the client's API
-  co_await (stream_leg(client, leg, b, std::move(request), mailbox, limits_.timeout) || relay(leg, b, *mailbox));
-  mailbox->close();
-}
-
-asio::awaitable<void> StreamRelay::relay(Leg leg, const Backend& b, LegMailbox& mailbox) {
-  for (;;) {
-    std::optional<std::vector<LegItem>> batch = co_await ex_.unless_client_gone(mailbox.receive());
-    if (!batch) co_return;
-    // The batch is rewritten first and sent in one write, then ended if the leg ended.
+  bool broken = false, client_left = false;
+  // Each read's events are rewritten and sent in one write before the next read.
+  const http::EventBatchHandler relay = [&](std::vector<http::SseEvent>& events,
+                                            http::Clock::time_point at) -> asio::awaitable<bool> {
     std::vector<std::string> out;
-    const LegResult* end = nullptr;
-    bool broken = false;
-    for (const LegItem& item : *batch) {
-      end = std::get_if<LegResult>(&item);
-      if (end) break;
-      broken = !take(leg, b, std::get<LegEvent>(item), out);
-      if (broken) break;
-    }
+    for (size_t i = 0; !broken && i < events.size(); ++i) broken = !take(leg, b, events[i].data, at, out);
     if (!out.empty()) leg_relayed_ = true;
-    const bool sent = co_await send(out);
-    if (!sent) co_return;
-    if (broken) {
-      co_await instance_failed(leg, failure_);
-      co_return;
-    }
-    if (end) {
-      co_await finish(leg, b, *end);
-      co_return;
-    }
+    client_left = !co_await send(out);
+    co_return !broken && !client_left;
+  };
+  const std::optional<LegResult> result = co_await ex_.unless_client_gone(stream_leg(leg, b, std::move(request), relay));
+  if (!result || client_left) co_return;
+  if (broken) {
+    co_await instance_failed(leg, failure_);
+    co_return;
   }
+  co_await finish(leg, b, *result);
 }
 
-bool StreamRelay::take(Leg leg, const Backend& b, const LegEvent& e, std::vector<std::string>& out) {
-  if (!leg_first_event_) leg_first_event_ = e.at;
+bool StreamRelay::take(Leg leg, const Backend& b, const std::string& data, http::Clock::time_point at,
+                       std::vector<std::string>& out) {
+  if (!leg_first_event_) leg_first_event_ = at;
   Relay r;
   try {
-    r = leg == Leg::kPrefill ? active_->prefill_event(e.data) : active_->decode_event(e.data);
+    r = leg == Leg::kPrefill ? active_->prefill_event(data) : active_->decode_event(data);
   } catch (const std::exception& err) {
     failure_ = protocol_failure(leg, b, err.what());
     return false;
@@ -202,7 +183,7 @@ bool StreamRelay::take(Leg leg, const Backend& b, const LegEvent& e, std::vector
     decode_started_ = true;
     trace_.decode_started();
   }
-  if (r.text) time_text(e.at);
+  if (r.text) time_text(at);
   if (r.data) out.push_back(std::move(*r.data));
   return true;
 }

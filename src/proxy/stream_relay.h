@@ -50,10 +50,11 @@ class StreamRelay {
   bool can_resume() const;
   // The client's body, or the resumed request's.
   const Json& current_body() const { return resumed_ ? *resumed_ : request_.body; }
+  // Streams one leg, relaying its events as they arrive, then ends it (finish()).
   asio::awaitable<void> leg(Leg leg, const Backend& b, const Json& body);
-  asio::awaitable<void> relay(Leg leg, const Backend& b, LegMailbox& mailbox);
-  // Rewrites one event into `out`; false when it broke the protocol (failure_ says how).
-  bool take(Leg leg, const Backend& b, const LegEvent& e, std::vector<std::string>& out);
+  // Rewrites one event, which arrived `at`, into `out`; false when it broke the protocol
+  // (failure_ says how).
+  bool take(Leg leg, const Backend& b, const std::string& data, http::Clock::time_point at, std::vector<std::string>& out);
   asio::awaitable<void> finish(Leg leg, const Backend& b, const LegResult& result);
   // The leg failed through its instance: retried elsewhere if it may be, else the client's
   // answer ends with a 502.

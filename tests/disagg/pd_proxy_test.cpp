@@ -132,7 +132,7 @@ TEST_P(PdProxy, AClientThatLeavesMidStreamFreesBothPools) {
   json body = completion(words(200, 3), 3000, true);
   body["ignore_eos"] = true;
   boost::asio::io_context io;
-  http::HttpClient client(io.get_executor(), http::parse_url(d.proxy->url()), http::HttpClientOptions{10s});
+  http::HttpClient client(http::parse_url(d.proxy->url()), http::HttpClientOptions{10s});
   int events = 0;
   http::HttpRequest req;
   req.target = "/v1/completions";

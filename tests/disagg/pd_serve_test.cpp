@@ -260,7 +260,7 @@ TEST(PdServeFailures, AClientThatLeavesDuringDecodeFreesBothPools) {
   body["stream"] = true;
   // The client reads two events, then hangs up.
   boost::asio::io_context io;
-  http::HttpClient client(io.get_executor(), http::parse_url(d->url()), http::HttpClientOptions{10s});
+  http::HttpClient client(http::parse_url(d->url()), http::HttpClientOptions{10s});
   int events = 0;
   http::HttpRequest req;
   req.target = "/v1/completions";

@@ -23,7 +23,7 @@ struct Seen {
 // Runs `body` with a client of `url` on a fresh io_context until it finishes.
 void with_client(const std::string& url, std::function<asio::awaitable<void>(HttpClient&)> body) {
   asio::io_context io;
-  HttpClient client(io.get_executor(), parse_url(url), HttpClientOptions{std::chrono::seconds(10)});
+  HttpClient client(parse_url(url), HttpClientOptions{std::chrono::seconds(10)});
   std::exception_ptr failure;
   asio::co_spawn(io, body(client), [&](std::exception_ptr e) { failure = e; });
   io.run();

@@ -29,7 +29,7 @@ struct Answer {
 
 Answer call(const std::string& url, http::HttpRequest request, bool stream = false) {
   asio::io_context io;
-  http::HttpClient client(io.get_executor(), http::parse_url(url), http::HttpClientOptions{std::chrono::seconds(5)});
+  http::HttpClient client(http::parse_url(url), http::HttpClientOptions{std::chrono::seconds(5)});
   Answer a;
   auto run = [&]() -> asio::awaitable<void> {
     http::HttpResponse r;

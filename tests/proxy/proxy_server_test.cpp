@@ -32,7 +32,7 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // handler's false closes the connection there.
 Answer call(const std::string& url, http::HttpRequest request, std::function<bool(const std::string&)> on_event = {}) {
   asio::io_context io;
-  http::HttpClient client(io.get_executor(), http::parse_url(url), http::HttpClientOptions{std::chrono::seconds(5)});
+  http::HttpClient client(http::parse_url(url), http::HttpClientOptions{std::chrono::seconds(5)});
   Answer a;
   std::exception_ptr failure;
   auto run = [&]() -> asio::awaitable<void> {

@@ -23,7 +23,7 @@ inline Reply http_call(const std::string& base_url, const std::string& method, c
                        std::vector<std::string>* events = nullptr, std::chrono::seconds timeout = std::chrono::seconds(60)) {
   namespace asio = boost::asio;
   asio::io_context io;
-  http::HttpClient client(io.get_executor(), http::parse_url(base_url), http::HttpClientOptions{timeout});
+  http::HttpClient client(http::parse_url(base_url), http::HttpClientOptions{timeout});
   http::HttpRequest req;
   req.method = method;
   req.target = path;

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "http/server.h"
+#include "proxy/instances_file.h"
 #include "proxy/policy/route.h"
 #include "proxy/proxy_server.h"
 
@@ -18,6 +19,7 @@ namespace {
 
 struct ProxyArgs {
   std::vector<std::string> prefill, decode, unified;
+  std::string config;
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key, admin_key;
@@ -41,13 +43,18 @@ void run(const ProxyArgs& a) {
   if (a.max_attempts < 1) fail("--max-attempts must be at least 1, got {}", a.max_attempts);
   if (!(a.queue_timeout_s >= 0)) fail("--queue-timeout-s must be at least 0, got {}", a.queue_timeout_s);
   if (a.health_interval_ms < 10) fail("--health-interval-ms must be at least 10, got {}", a.health_interval_ms);
-  if ((a.prefill.empty() || a.decode.empty()) && a.unified.empty()) {
-    fail("give prefill and decode instances (--prefill, --decode), unified ones (--unified), or both");
-  }
   proxy::ProxyConfig config;
+  if (!a.config.empty()) config.instances = proxy::load_instances_file(a.config);
   add_instances(config, a.prefill, proxy::InstanceRole::prefill);
   add_instances(config, a.decode, proxy::InstanceRole::decode);
   add_instances(config, a.unified, proxy::InstanceRole::both);
+  const auto has = [&](proxy::InstanceRole role) {
+    return std::any_of(config.instances.begin(), config.instances.end(), [&](const proxy::InstanceSpec& i) { return i.role == role; });
+  };
+  if ((!has(proxy::InstanceRole::prefill) || !has(proxy::InstanceRole::decode)) && !has(proxy::InstanceRole::both)) {
+    fail("give prefill and decode instances (--prefill, --decode), unified ones (--unified), or both, on the command line or "
+         "in a --config file");
+  }
   config.api_key = a.api_key;
   config.admin_key = a.admin_key;
   config.scheduler.policy = routing::parse_policy_name(a.policy);
@@ -99,6 +106,7 @@ void register_proxy(CLI::App& app) {
       "  moengine proxy --prefill http://127.0.0.1:8100 --decode http://127.0.0.1:8200 --port 8000\n"
       "  moengine proxy --prefill http://p0:8100 http://p1:8100 --decode http://d0:8200 --policy least_load\n"
       "  moengine proxy --prefill http://p0:8100 --decode http://d0:8200 --unified http://u0:8300 --admin-key SECRET\n"
+      "  moengine proxy --config instances.yaml   # names, roles, URLs and weights (docs/proxy.md)\n"
       "Each completion runs its prompt at a prefill instance, which hands its KV cache off, and the rest\n"
       "at a decode instance; the client gets one answer, streamed or not. The policy picks the instance of\n"
       "each leg (docs/proxy.md); under 'cost' a short request may run whole at a free unified instance.\n"
@@ -114,6 +122,10 @@ void register_proxy(CLI::App& app) {
   cmd->add_option("--prefill", args->prefill, "Prefill instances, http://HOST:PORT each");
   cmd->add_option("--decode", args->decode, "Decode instances, http://HOST:PORT each");
   cmd->add_option("--unified", args->unified, "Unified instances (serve --role both), http://HOST:PORT each");
+  cmd->add_option("--config", args->config,
+                  "A YAML file of instances, each with its url, role and optional name and weight (docs/proxy.md); "
+                  "adds to --prefill/--decode/--unified")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--policy", args->policy, "Routing policy: cost, round_robin, least_load, power_of_two, cache_aware")
       ->capture_default_str();
   cmd->add_option("--admin-key", args->admin_key, "Turn the admin API on, behind 'Authorization: Bearer KEY'");

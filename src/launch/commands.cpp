@@ -1,5 +1,7 @@
 #include "launch/commands.h"
 
+#include "proxy/instances_file.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,23 +64,20 @@ std::string instance_url(const std::string& host, int port) {
   return fmt::format("http://{}:{}", h, port);
 }
 
-BackendUrls backend_urls(const std::vector<InstanceSpec>& instances, const std::vector<std::string>& urls) {
-  BackendUrls b;
+std::string proxy_instances_file(const std::vector<InstanceSpec>& instances, const std::vector<std::string>& urls) {
+  std::vector<proxy::InstanceSpec> out;
   for (size_t i = 0; i < instances.size(); ++i) {
-    switch (instances[i].role) {
-      case InstanceRole::kPrefill: b.prefill.push_back(urls[i]); break;
-      case InstanceRole::kDecode: b.decode.push_back(urls[i]); break;
-      case InstanceRole::kBoth: b.unified.push_back(urls[i]); break;
-    }
+    const InstanceSpec& s = instances[i];
+    const proxy::InstanceRole role = s.role == InstanceRole::kPrefill  ? proxy::InstanceRole::prefill
+                                     : s.role == InstanceRole::kDecode ? proxy::InstanceRole::decode
+                                                                       : proxy::InstanceRole::both;
+    out.push_back({s.name, urls[i], role, s.weight});
   }
-  return b;
+  return proxy::instances_file_text(out);
 }
 
-std::vector<std::string> proxy_args(const ProxySpec& p, const BackendUrls& backends, const std::string& model_path) {
-  std::vector<std::string> a{"proxy", "--host", p.host, "--port", std::to_string(p.port), "--tokenizer", model_path};
-  for (const std::string& u : backends.prefill) a.insert(a.end(), {"--prefill", u});
-  for (const std::string& u : backends.decode) a.insert(a.end(), {"--decode", u});
-  for (const std::string& u : backends.unified) a.insert(a.end(), {"--unified", u});
+std::vector<std::string> proxy_args(const ProxySpec& p, const std::string& instances_file, const std::string& model_path) {
+  std::vector<std::string> a{"proxy", "--host", p.host, "--port", std::to_string(p.port), "--tokenizer", model_path, "--config", instances_file};
   if (!p.policy.empty()) a.insert(a.end(), {"--policy", p.policy});
   if (!p.api_key.empty()) a.insert(a.end(), {"--api-key", p.api_key});
   if (!p.admin_key.empty()) a.insert(a.end(), {"--admin-key", p.admin_key});

@@ -36,14 +36,14 @@ std::vector<std::string> serve_args(const InstanceSpec& s, const std::string& mo
 // address (0.0.0.0, ::) becomes the loopback one.
 std::string instance_url(const std::string& host, int port);
 
-struct BackendUrls {
-  std::vector<std::string> prefill, decode, unified;
-};
-BackendUrls backend_urls(const std::vector<InstanceSpec>& instances, const std::vector<std::string>& urls);
+// The proxy's instances file (proxy/instances_file.h): each instance's name, role, URL
+// (`urls[i]` for `instances[i]`) and weight.
+std::string proxy_instances_file(const std::vector<InstanceSpec>& instances, const std::vector<std::string>& urls);
 
-// `--unified` and `--policy` only when the topology uses them. The proxy tokenizes prompts
-// with the model's own tokenizer (`--tokenizer model_path`), which prefix-aware routing needs.
-std::vector<std::string> proxy_args(const ProxySpec& p, const BackendUrls& backends, const std::string& model_path);
+// The proxy reads its instances from `instances_file`; `--policy` only when the topology
+// sets it. The proxy tokenizes prompts with the model's own tokenizer (`--tokenizer
+// model_path`), which prefix-aware routing needs.
+std::vector<std::string> proxy_args(const ProxySpec& p, const std::string& instances_file, const std::string& model_path);
 
 // One command line as a shell would take it back (arguments quoted where needed).
 std::string shell_line(const std::vector<std::string>& argv);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "core/error.h"
@@ -57,6 +58,9 @@ std::vector<std::string> with_binary(std::vector<std::string> args) {
 }
 
 // --log-dir as given, else moengine-run/<local time>, with -2, -3 ... when taken.
+// Written by the launcher when it starts the proxy, with the instances' URLs then known.
+constexpr const char* kInstancesFile = "proxy-instances.yaml";
+
 std::string run_dir_name(const std::string& log_dir) {
   if (!log_dir.empty()) return log_dir;
   const std::time_t now = std::time(nullptr);
@@ -213,7 +217,9 @@ class Supervisor {
     }
     std::vector<std::string> urls;
     for (const Member& i : instances_) urls.push_back(i.url());
-    return proxy_args(t_.proxy, backend_urls(t_.instances, urls), model_path_);
+    const std::string file = (fs::path(run_dir_) / kInstancesFile).string();
+    std::ofstream(file) << proxy_instances_file(t_.instances, urls);
+    return proxy_args(t_.proxy, file, model_path_);
   }
 
   void spawn(Member& m) {
@@ -357,7 +363,11 @@ std::string dry_run(const Topology& t, const LaunchOptions& options) {
     out += shell_line(with_binary(serve_args(s, model, served, threads, s.port, engine_id(s.name, 0)))) + "\n";
     urls.push_back(s.port > 0 ? instance_url(s.host, s.port) : fmt::format("<URL of {}>", s.name));
   }
-  out += shell_line(with_binary(proxy_args(t.proxy, backend_urls(t.instances, urls), model))) + "\n";
+  const std::string file = (fs::path(run_dir_name(options.log_dir)) / kInstancesFile).string();
+  out += fmt::format("# {} would hold:\n", file);
+  std::istringstream lines(proxy_instances_file(t.instances, urls));
+  for (std::string line; std::getline(lines, line);) out += "#   " + line + "\n";
+  out += shell_line(with_binary(proxy_args(t.proxy, file, model))) + "\n";
   return out;
 }
 

@@ -3,14 +3,16 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "config/yaml_fields.h"
 #include "core/error.h"
-#include "launch/yaml_fields.h"
 
 namespace moe::launch {
+
+using config::fail_at;
+using config::location;
+using config::MapReader;
 namespace {
 
 const std::vector<std::string> kRoles{"prefill", "decode", "both"};
@@ -169,13 +171,7 @@ const char* role_name(InstanceRole role) {
 }
 
 Topology parse_topology(const std::string& yaml_text, const std::string& file_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    if (e.mark.is_null()) fail("{}: not valid YAML: {}", file_name, e.msg);
-    fail("{}:{}:{}: not valid YAML: {}", file_name, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
+  const YAML::Node root = config::parse_yaml(yaml_text, file_name);
   if (!root.IsMap()) fail("{}: must be a map with at least the keys model and instances", file_name);
   const MapReader top(file_name, root, "", {"model", "defaults", "instances", "proxy", "timeouts"});
 
@@ -204,12 +200,6 @@ Topology parse_topology(const std::string& yaml_text, const std::string& file_na
   return t;
 }
 
-Topology load_topology(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open the topology file", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_topology(text.str(), path);
-}
+Topology load_topology(const std::string& path) { return parse_topology(config::read_file(path, "topology file"), path); }
 
 }  // namespace moe::launch

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "launch/commands.h"
+#include "proxy/instances_file.h"
 
 namespace moe::launch {
 namespace {
@@ -31,24 +32,29 @@ TEST(LaunchCommands, ServeArgs) {
 TEST(LaunchCommands, ProxyArgsNameOnlyWhatIsUsed) {
   ProxySpec p;
   p.port = 0;
-  EXPECT_EQ(proxy_args(p, {{"http://a:1", "http://b:2"}, {"http://c:3"}, {}}, "m.gguf"),
-            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--tokenizer", "m.gguf", "--prefill", "http://a:1", "--prefill", "http://b:2", "--decode",
-                  "http://c:3"}));
+  EXPECT_EQ(proxy_args(p, "run/proxy-instances.yaml", "m.gguf"),
+            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--tokenizer", "m.gguf", "--config", "run/proxy-instances.yaml"}));
   const ProxySpec full{.port = 0, .policy = "cost", .api_key = "k", .admin_key = "a", .args = {"--timeout-s", "5"}};
-  EXPECT_EQ(proxy_args(full, {{}, {}, {"http://u:4"}}, "m.gguf"),
-            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--tokenizer", "m.gguf", "--unified", "http://u:4", "--policy", "cost", "--api-key", "k",
-                  "--admin-key", "a", "--timeout-s", "5"}));
+  EXPECT_EQ(proxy_args(full, "i.yaml", "m.gguf"),
+            (Args{"proxy", "--host", "127.0.0.1", "--port", "0", "--tokenizer", "m.gguf", "--config", "i.yaml", "--policy", "cost",
+                  "--api-key", "k", "--admin-key", "a", "--timeout-s", "5"}));
 }
 
-TEST(LaunchCommands, BackendUrlsFollowRoles) {
+TEST(LaunchCommands, TheProxysInstancesFileHasNamesRolesUrlsAndWeights) {
   std::vector<InstanceSpec> in(3);
-  in[0].role = InstanceRole::kDecode;
-  in[1].role = InstanceRole::kPrefill;
-  in[2].role = InstanceRole::kBoth;
-  const BackendUrls b = backend_urls(in, {"d", "p", "u"});
-  EXPECT_EQ(b.prefill, Args{"p"});
-  EXPECT_EQ(b.decode, Args{"d"});
-  EXPECT_EQ(b.unified, Args{"u"});
+  in[0] = {.name = "decode-0", .role = InstanceRole::kDecode};
+  in[1] = {.name = "prefill-0", .role = InstanceRole::kPrefill, .weight = 2.5};
+  in[2] = {.name = "u", .role = InstanceRole::kBoth};
+  const std::vector<proxy::InstanceSpec> read =
+      proxy::parse_instances_file(proxy_instances_file(in, {"http://d:1", "http://p:2", "http://u:3"}), "written");
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_EQ(read[0].name, "decode-0");
+  EXPECT_EQ(read[0].url, "http://d:1");
+  EXPECT_EQ(read[0].role, proxy::InstanceRole::decode);
+  EXPECT_EQ(read[1].role, proxy::InstanceRole::prefill);
+  EXPECT_EQ(read[1].weight, 2.5);
+  EXPECT_EQ(read[2].role, proxy::InstanceRole::both);
+  EXPECT_EQ(read[2].weight, 1.0);
 }
 
 TEST(LaunchCommands, Urls) {

@@ -103,8 +103,10 @@ TEST(Launch, DryRunPrintsTheCommandLines) {
                        "--kv-events-endpoint 'tcp://127.0.0.1:*' --kv-cache-memory 0.05"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find(" --prefill '<URL of prefill-0>' --decode '<URL of decode-0>'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#       url: <URL of prefill-0>\n#       role: prefill\n#       weight: 1\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" proxy --host 127.0.0.1 --port 0 --tokenizer "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/proxy-instances.yaml would hold:\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/proxy-instances.yaml\n"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir_of(topology) + "/logs"));
 }
 

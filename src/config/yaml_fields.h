@@ -9,7 +9,12 @@
 #include <string>
 #include <vector>
 
-namespace moe::launch {
+namespace moe::config {
+
+// The file's text; throws moe::Error naming it (and `what` it is) when it cannot be read.
+std::string read_file(const std::string& path, const std::string& what);
+// Parses YAML text; throws moe::Error "FILE:LINE:COLUMN: not valid YAML: ..." otherwise.
+YAML::Node parse_yaml(const std::string& text, const std::string& file);
 
 // Throws moe::Error located at `node` (line and column when yaml-cpp knows them).
 [[noreturn]] void fail_at(const std::string& file, const YAML::Node& node, const std::string& field, const std::string& message);
@@ -42,4 +47,4 @@ class MapReader {
   std::string path_;
 };
 
-}  // namespace moe::launch
+}  // namespace moe::config

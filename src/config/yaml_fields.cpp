@@ -1,14 +1,33 @@
-#include "launch/yaml_fields.h"
+#include "config/yaml_fields.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "core/error.h"
 
-namespace moe::launch {
+namespace moe::config {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the {}", path, what);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    if (e.mark.is_null()) fail("{}: not valid YAML: {}", file, e.msg);
+    fail("{}:{}:{}: not valid YAML: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+}
 
 void fail_at(const std::string& file, const YAML::Node& node, const std::string& field, const std::string& message) {
   const YAML::Mark mark = node.Mark();
@@ -104,4 +123,4 @@ std::vector<std::string> MapReader::texts(const std::string& key, const std::vec
   return out;
 }
 
-}  // namespace moe::launch
+}  // namespace moe::config

@@ -10,6 +10,7 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cerrno>
+#include <sstream>
 #include <fmt/format.h>
 
 #include "http/deadline.h"
@@ -49,7 +50,9 @@ asio::awaitable<void> Exchange::respond(Response response) {
   response.keep_alive(keep_alive_);
   response.set(Field::server, "moengine");
   response.prepare_payload();
-  co_await timed_write([&] { return bhttp::async_write(socket_, response, as_tuple(use_awaitable)); });
+  std::ostringstream wire;
+  wire << response;
+  co_await write_soon(wire.view());
 }
 
 asio::awaitable<bool> Exchange::start_events() {

@@ -1,6 +1,6 @@
 #include "http/http_client.h"
 
-#include "http/connection_pool.h"
+#include <sys/socket.h>
 
 #include <array>
 #include <boost/asio/as_tuple.hpp>
@@ -9,10 +9,15 @@
 #include <boost/asio/query.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <mutex>
 #include <optional>
+#include <sstream>
+
+#include "http/connection_pool.h"
 
 namespace moe::http {
 
@@ -102,12 +107,20 @@ struct HttpClient::Impl {
     co_return stream;
   }
 
-  asio::awaitable<HttpResponse> exchange(beast::tcp_stream& stream, const http::request<http::string_body>& msg,
+  // `wire`: the whole request, serialized. `what` names it in errors.
+  asio::awaitable<HttpResponse> exchange(beast::tcp_stream& stream, std::string_view wire, const std::string& what,
                                          const EventBatchHandler* on_events, bool reused, bool& keep) {
-    const std::string what = fmt::format("{} http://{}:{}{}", std::string_view(msg.method_string()), base.host,
-                                         base.port, std::string_view(msg.target()));
-    stream.expires_after(options.idle_timeout);
-    auto [wec, wn] = co_await http::async_write(stream, msg, kTuple);
+    // An idle or new connection almost always takes a request whole at once: then it is
+    // sent without a timed asynchronous write.
+    const ssize_t n = ::send(stream.socket().native_handle(), wire.data(), wire.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    beast::error_code wec;
+    size_t sent = n > 0 ? size_t(n) : 0;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) wec = beast::error_code(errno, boost::system::system_category());
+    if (!wec && sent < wire.size()) {
+      stream.expires_after(options.idle_timeout);
+      auto [ec, more] = co_await asio::async_write(stream, asio::buffer(wire.substr(sent)), kTuple);
+      wec = ec;
+    }
     if (wec) {
       if (reused && closed_by_peer(wec)) throw StaleConnection{};
       fail("{}: sending the request failed: {}", what, describe(wec, options.idle_timeout));
@@ -173,6 +186,10 @@ struct HttpClient::Impl {
     msg.body() = std::move(request.body);
     msg.keep_alive(true);
     msg.prepare_payload();
+    std::ostringstream wire;
+    wire << msg;
+    const std::string what = fmt::format("{} http://{}:{}{}", std::string_view(msg.method_string()), base.host, base.port,
+                                         std::string_view(msg.target()));
     // A pooled connection may have been closed by the server while idle; then the request
     // is sent once more on a new connection.
     const asio::any_io_executor executor = co_await asio::this_coro::executor;
@@ -183,7 +200,7 @@ struct HttpClient::Impl {
       if (!stream) stream = co_await connect(executor);
       bool keep = false;
       try {
-        HttpResponse response = co_await exchange(*stream, msg, on_events, reused, keep);
+        HttpResponse response = co_await exchange(*stream, wire.view(), what, on_events, reused, keep);
         if (keep) pool->put(std::move(stream));
         co_return response;
       } catch (const StaleConnection&) {

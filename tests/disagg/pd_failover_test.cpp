@@ -119,7 +119,7 @@ TEST_F(PdFailover, ADecodeInstanceKilledBeforeItsFirstToken) {
 std::vector<json> sixteen_long_streams() {
   std::vector<json> bodies;
   for (int i = 0; i < 16; ++i) {
-    json b{{"model", "tiny"}, {"max_tokens", 150}, {"ignore_eos", true}, {"temperature", 0}, {"stream", true},
+    json b{{"model", "tiny"}, {"max_tokens", 300}, {"ignore_eos", true}, {"temperature", 0}, {"stream", true},
            {"stream_options", {{"include_usage", true}}}};
     if (i % 2) b["messages"] = {{{"role", "user"}, {"content", words(40 + 10 * i, i)}}};
     else b["prompt"] = words(60 + 10 * i, i);

@@ -1,5 +1,7 @@
 #include "proxy/stream_events.h"
 
+#include "proxy/chunk_splice.h"
+
 namespace moe::proxy {
 
 namespace {
@@ -22,11 +24,26 @@ std::optional<Json> StreamRewriter::own_chunk(std::string_view data) const {
   return j;
 }
 
+std::optional<Relay> StreamRewriter::spliced(std::string_view data) const {
+  std::optional<SplicedChunk> c = splice_chunk(data, id_.id, id_.created, keep_token_ids_);
+  if (!c) return std::nullopt;
+  Relay r;
+  r.data = std::move(c->data);
+  r.text = c->text;
+  r.token_ids = std::move(c->token_ids);
+  return r;
+}
+
 Relay StreamRewriter::prefill_event(std::string_view data) {
   if (handed_off()) return {};
   if (data == kDone) {
     done_ = true;
     return {std::string(data), false};
+  }
+  // A unified instance's whole answer: no hand-off to look for, and no text of P's for D's
+  // offsets to be moved past.
+  if (whole_) {
+    if (std::optional<Relay> r = spliced(data)) return std::move(*r);
   }
   std::optional<Json> chunk = own_chunk(data);
   if (!chunk) return {std::string(data), false};
@@ -56,6 +73,7 @@ Relay StreamRewriter::decode_event(std::string_view data) {
     done_ = true;
     return {std::string(data), false};
   }
+  if (std::optional<Relay> r = spliced(data)) return std::move(*r);
   std::optional<Json> chunk = own_chunk(data);
   if (!chunk) return {std::string(data), false};
   Relay r;

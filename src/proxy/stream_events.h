@@ -1,8 +1,10 @@
 #pragma once
 // The client's event stream from P's and D's, one event at a time, without I/O. Every JSON
-// event is sent re-serialized with the proxy's id and created and without
-// "kv_transfer_params"; events that are not JSON, errors ({"error": ...}) and [DONE] go
-// as they are.
+// event is sent with the proxy's id and created and without "kv_transfer_params"; events
+// that are not JSON, errors ({"error": ...}) and [DONE] go as they are. D's chunks and a
+// unified instance's, in the shape `moengine serve` writes them and without logprobs, are
+// rewritten by splicing their text (chunk_splice.h); every other chunk is parsed and
+// serialized again.
 //
 // P's stream is relayed up to its finish chunk (the one whose choice has a finish_reason).
 // There P's "kv_transfer_params" decides: null, and P's stream is the whole answer, relayed
@@ -52,6 +54,9 @@ class StreamRewriter {
  private:
   // The event re-serialized as the proxy's (nullopt: not a JSON chunk, relay it as is).
   std::optional<Json> own_chunk(std::string_view data) const;
+  // The common chunk made the proxy's without parsing it (chunk_splice.h); nullopt when it is
+  // not one the splice handles, and the chunk is parsed.
+  std::optional<Relay> spliced(std::string_view data) const;
 
   // Takes the first choice's token ids out of a chunk (leaving them when the client wants them).
   void take_token_ids(Json* choice, Relay& r) const;

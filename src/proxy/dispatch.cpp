@@ -1,5 +1,6 @@
 #include "proxy/dispatch.h"
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/post.hpp>
@@ -14,15 +15,16 @@ namespace moe::proxy {
 
 struct Dispatch::Waiter {
   Leg leg;
-  routing::RoutingRequest request;
-  PrefixMatches matched;
+  // The waiting coroutine's: it outlives the waiter's time in the queue, and serve_queue
+  // only reads waiters in the queue, under the lock that takes them out.
+  const PdRequest* request;
   asio::any_io_executor executor;
   std::shared_ptr<asio::steady_timer> wake;  // on `executor`: cancelled to wake the waiter
   std::optional<Picked> picked;              // under queue_mu_: set by whoever routed it
 };
 
-Dispatch::Dispatch(Registry& registry, Scheduler& scheduler, DispatchConfig config)
-    : registry_(registry), scheduler_(scheduler), config_(config) {
+Dispatch::Dispatch(Registry& registry, Scheduler& scheduler, DispatchConfig config, PrefixIndex* prefix_index)
+    : registry_(registry), scheduler_(scheduler), config_(config), prefix_index_(prefix_index) {
   registry_.on_capacity([this] { serve_queue(); });
 }
 
@@ -33,15 +35,22 @@ size_t Dispatch::queued() const {
   return waiting_.size();
 }
 
-Picked Dispatch::route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
-                       const PrefixMatches& matched) {
+Picked Dispatch::route(Leg leg, const PdRequest& pd, const std::vector<std::string>& exclude) {
+  const routing::RoutingRequest& request = pd.routing;
+  // Matched now rather than when the request arrived: prompts routed meanwhile count.
+  const bool fresh = leg == Leg::kPrefill && prefix_index_ && pd.prompt_ids;
+  const PrefixMatches matched = fresh ? prefix_index_->matched_tokens(*pd.prompt_ids) : pd.matched_prefix;
   Picked p;
   p.route = scheduler_.route(leg, request, exclude, matched);
   if (!p.route.instance) return p;
   scheduler_.count(leg, p.route);
+  if (fresh) prefix_index_->note_routed(p.route.instance->name(), *pd.prompt_ids);
   routing::InstanceLoad load;
   if (leg == Leg::kPrefill) {
-    load.queued_prefill_tokens = request.prompt_tokens;
+    // What the instance will compute: the prompt less the prefix it holds (at least the
+    // last token, as uncached_prompt_tokens counts it).
+    const auto held = matched.find(p.route.instance->name());
+    load.queued_prefill_tokens = std::max<int64_t>(1, request.prompt_tokens - (held == matched.end() ? 0 : held->second));
     load.prefill_requests = 1;
   } else {
     load.running_sequences = 1;
@@ -52,18 +61,17 @@ Picked Dispatch::route(Leg leg, const routing::RoutingRequest& request, const st
   return p;
 }
 
-asio::awaitable<Picked> Dispatch::pick(Leg leg, const routing::RoutingRequest& request,
-                                       const std::vector<std::string>& exclude, const PrefixMatches& matched) {
-  Picked p = route(leg, request, exclude, matched);
+asio::awaitable<Picked> Dispatch::pick(Leg leg, const PdRequest& request, const std::vector<std::string>& exclude) {
+  Picked p = route(leg, request, exclude);
   const bool waits = !p.route.instance && exclude.empty();
   if (!p.route.instance && !waits) scheduler_.count(leg, p.route);
-  if (waits) p = co_await wait(leg, request, matched);
+  if (waits) p = co_await wait(leg, request);
   co_return p;
 }
 
-asio::awaitable<Picked> Dispatch::wait(Leg leg, const routing::RoutingRequest& request, const PrefixMatches& matched) {
+asio::awaitable<Picked> Dispatch::wait(Leg leg, const PdRequest& request) {
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
-  auto w = std::make_shared<Waiter>(Waiter{leg, request, matched, executor, std::make_shared<asio::steady_timer>(executor), {}});
+  auto w = std::make_shared<Waiter>(Waiter{leg, &request, executor, std::make_shared<asio::steady_timer>(executor), {}});
   bool admitted = false;
   {
     std::lock_guard lock(queue_mu_);
@@ -103,9 +111,9 @@ asio::awaitable<Picked> Dispatch::wait(Leg leg, const routing::RoutingRequest& r
   }
   if (admitted && !p.route.instance) {
     // The last attempt's decision says why none could take it.
-    p.route = scheduler_.route(leg, request, {}, matched);
+    p.route = scheduler_.route(leg, request.routing, {}, request.matched_prefix);
     if (p.route.instance) {
-      p = route(leg, request, {}, matched);
+      p = route(leg, request, {});
     } else {
       scheduler_.count(leg, p.route);
       p.error = no_instance(fmt::format("no {} instance could take the request within {} ms: {}", leg_name(leg),
@@ -123,12 +131,12 @@ void Dispatch::serve_queue() {
     std::vector<std::shared_ptr<Waiter>> queue(waiting_.begin(), waiting_.end());
     std::vector<routing::RoutingRequest> requests;
     requests.reserve(queue.size());
-    for (const auto& w : queue) requests.push_back(w->request);
+    for (const auto& w : queue) requests.push_back(w->request->routing);
     const double now = routing_seconds(Clock::now());
     for (const size_t i : routing::order_queue(requests, now, scheduler_.config().thresholds)) {
       const std::shared_ptr<Waiter>& w = queue[i];
       if (w->picked) continue;
-      Picked p = route(w->leg, w->request, {}, w->matched);
+      Picked p = route(w->leg, *w->request, {});
       if (!p.route.instance) continue;
       w->picked = std::move(p);
       waiting_.remove(w);

@@ -18,6 +18,7 @@
 
 #include "proxy/errors.h"
 #include "proxy/legs.h"
+#include "proxy/prefix_index.h"
 #include "proxy/registry.h"
 #include "proxy/scheduler.h"
 
@@ -42,7 +43,8 @@ struct Picked {
 
 class Dispatch {
  public:
-  Dispatch(Registry& registry, Scheduler& scheduler, DispatchConfig config);
+  // `prefix_index` (may be null) is told of each prompt routed to be prefilled.
+  Dispatch(Registry& registry, Scheduler& scheduler, DispatchConfig config, PrefixIndex* prefix_index = nullptr);
   ~Dispatch();
   Dispatch(const Dispatch&) = delete;
   Dispatch& operator=(const Dispatch&) = delete;
@@ -50,8 +52,7 @@ class Dispatch {
   // An instance for the leg, with the leg's load on it taken. A retry (`exclude` not
   // empty) does not wait: with no other instance ready, the leg's last failure is the
   // client's answer.
-  asio::awaitable<Picked> pick(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
-                               const PrefixMatches& matched);
+  asio::awaitable<Picked> pick(Leg leg, const PdRequest& request, const std::vector<std::string>& exclude);
   // Whether the prefill leg just started there is the only one of this proxy's there: then
   // its time is the instance's own prefill time, and teaches its latency model.
   bool alone(const Instance& instance) const { return registry_.prefill_requests(instance) == 1; }
@@ -67,15 +68,15 @@ class Dispatch {
  private:
   struct Waiter;
   // Routes and takes the load; the decision is counted when it found an instance.
-  Picked route(Leg leg, const routing::RoutingRequest& request, const std::vector<std::string>& exclude,
-               const PrefixMatches& matched);
-  asio::awaitable<Picked> wait(Leg leg, const routing::RoutingRequest& request, const PrefixMatches& matched);
+  Picked route(Leg leg, const PdRequest& request, const std::vector<std::string>& exclude);
+  asio::awaitable<Picked> wait(Leg leg, const PdRequest& request);
   // Routes the waiting requests in order; each one routed is woken.
   void serve_queue();
 
   Registry& registry_;
   Scheduler& scheduler_;
   const DispatchConfig config_;
+  PrefixIndex* const prefix_index_;
   mutable std::mutex queue_mu_;
   std::list<std::shared_ptr<Waiter>> waiting_;
 };

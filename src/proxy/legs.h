@@ -28,7 +28,7 @@ struct PdRequest {
   http::Clock::time_point arrived;
   routing::RoutingRequest routing;  // what routing knows of it (request_estimate.h)
   std::optional<std::vector<int32_t>> prompt_ids;  // with --tokenizer: the instances' own ids
-  std::map<std::string, int64_t> matched_prefix;   // prompt tokens each instance holds (prefix_index.h)
+  std::map<std::string, int64_t> matched_prefix;   // prompt tokens each instance held on arrival (prefix_index.h)
 };
 
 struct LegResult {

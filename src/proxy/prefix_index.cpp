@@ -2,6 +2,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "core/block_hash.h"
@@ -98,6 +99,7 @@ std::map<std::string, int64_t> PrefixIndex::matched_tokens(std::span<const int32
     std::lock_guard lock(mu_);
     for (const auto& [name, source] : by_instance_) engines[name] = source.engine_id;
   }
+  const auto now = std::chrono::steady_clock::now();
   std::map<int32_t, std::vector<uint64_t>> hashes;  // by block size: hashed once for all instances
   std::map<std::string, int64_t> out;
   for (const auto& [name, engine_id] : engines) {
@@ -105,9 +107,52 @@ std::map<std::string, int64_t> PrefixIndex::matched_tokens(std::span<const int32
     if (block_size <= 0) continue;
     auto [it, added] = hashes.try_emplace(block_size);
     if (added) it->second = prompt_block_hashes(prompt, size_t(block_size));
-    out[name] = int64_t(subscriber_->matched_blocks(engine_id, it->second)) * block_size;
+    size_t blocks = subscriber_->matched_blocks(engine_id, it->second);
+    {
+      std::lock_guard lock(mu_);
+      if (const auto r = routed_.find(name); r != routed_.end()) blocks = std::max(blocks, routed_blocks(r->second, it->second, now));
+    }
+    out[name] = int64_t(blocks) * block_size;
   }
   return out;
+}
+
+size_t PrefixIndex::routed_blocks(const Routed& r, const std::vector<uint64_t>& hashes, std::chrono::steady_clock::time_point now) {
+  // Each block's hash covers every block before it, so the held prefix ends at the first
+  // block not held.
+  size_t n = 0;
+  for (const uint64_t h : hashes) {
+    const auto it = r.until.find(h);
+    if (it == r.until.end() || it->second <= now) break;
+    ++n;
+  }
+  return n;
+}
+
+void PrefixIndex::note_routed(const std::string& instance, std::span<const int32_t> prompt) {
+  std::string engine_id;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = by_instance_.find(instance);
+    if (it == by_instance_.end()) return;
+    engine_id = it->second.engine_id;
+  }
+  const int32_t block_size = subscriber_->block_size(engine_id);
+  if (block_size <= 0) return;
+  std::vector<uint64_t> hashes = prompt_block_hashes(prompt, size_t(block_size));
+  if (hashes.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto until = now + kRoutedFor;
+  std::lock_guard lock(mu_);
+  Routed& r = routed_[instance];
+  while (!r.queue.empty() && r.queue.front().first <= now) {
+    for (const uint64_t h : r.queue.front().second) {
+      if (const auto it = r.until.find(h); it != r.until.end() && it->second <= now) r.until.erase(it);
+    }
+    r.queue.pop_front();
+  }
+  for (const uint64_t h : hashes) r.until[h] = until;
+  r.queue.emplace_back(until, std::move(hashes));
 }
 
 }  // namespace moe::proxy

@@ -7,12 +7,16 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 
+#include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "kv_events/subscriber.h"
 #include "proxy/registry.h"
@@ -32,7 +36,14 @@ class PrefixIndex {
 
   // For each instance that publishes events, the prompt tokens of `prompt` it holds (whole
   // blocks of its block size), by instance name; others are absent (nothing known: 0).
+  // Blocks of prompts routed there in the last kRoutedFor count as held (note_routed).
   std::map<std::string, int64_t> matched_tokens(std::span<const int32_t> prompt) const;
+
+  // A prompt just routed to `instance` to be prefilled there: its blocks count as held
+  // there for kRoutedFor, so that requests sharing a new prefix that arrive before the
+  // instance's own events about it still find where it is being computed.
+  void note_routed(const std::string& instance, std::span<const int32_t> prompt);
+  static constexpr std::chrono::seconds kRoutedFor{10};
 
   // The instance's KV-events state for /health: {"engine_id", "endpoint", "synced",
   // "blocks"}; null when it publishes none.
@@ -45,7 +56,17 @@ class PrefixIndex {
     std::string engine_id, endpoint;
     http::Url base;
   };
+  // Blocks of prompts routed to an instance (note_routed), each until it expires; the
+  // queue holds them in the order they expire.
+  struct Routed {
+    std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> until;
+    std::deque<std::pair<std::chrono::steady_clock::time_point, std::vector<uint64_t>>> queue;
+  };
+  // Leading blocks of `hashes` that `r` holds, at `now`.
+  static size_t routed_blocks(const Routed& r, const std::vector<uint64_t>& hashes, std::chrono::steady_clock::time_point now);
+
   mutable std::mutex mu_;
+  std::map<std::string, Routed> routed_;        // by instance name
   std::map<std::string, Source> by_instance_;   // instance name -> its source
   std::map<std::string, http::Url> by_engine_;  // engine id -> where its snapshot is
 

@@ -34,7 +34,7 @@ ProxyServer::ProxyServer(ProxyConfig config)
     : config_(std::move(config)),
       registry_(config_.instances, config_.breaker, http::HttpClientOptions{config_.timeout}),
       scheduler_(registry_, config_.scheduler),
-      dispatch_(registry_, scheduler_, config_.dispatch) {
+      dispatch_(registry_, scheduler_, config_.dispatch, &prefix_index_) {
   if (!config_.access_log.empty()) access_log_ = std::make_unique<AccessLog>(config_.access_log);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<PromptTokenizer>(config_.tokenizer, config_.chat_template);
   monitor_ = std::make_unique<HealthMonitor>(registry_, config_.health, probe_listener());
@@ -141,7 +141,7 @@ asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(htt
   std::vector<std::string> tried;
   std::optional<Served> served, failed;
   for (int attempt = 1; !served; ++attempt) {
-    const std::optional<Picked> picked = co_await ex.unless_client_gone(dispatch_.pick(leg, request.routing, tried, request.matched_prefix));
+    const std::optional<Picked> picked = co_await ex.unless_client_gone(dispatch_.pick(leg, request, tried));
     if (!picked) break;
     if (failed && !picked->route.instance) {
       served = std::move(failed);

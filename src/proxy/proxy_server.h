@@ -99,11 +99,11 @@ class ProxyServer {
   ProxyConfig config_;
   Registry registry_;
   Scheduler scheduler_;
-  Dispatch dispatch_;
+  PrefixIndex prefix_index_;
+  Dispatch dispatch_;  // tells the prefix index of each prompt it routes
   ProxyMetrics metrics_;
   std::unique_ptr<AccessLog> access_log_;
   std::unique_ptr<PromptTokenizer> tokenizer_;
-  PrefixIndex prefix_index_;
   std::unique_ptr<HealthMonitor> monitor_;  // last: it probes the registry from its thread
 };
 

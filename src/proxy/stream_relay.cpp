@@ -88,7 +88,7 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
   InstancePtr served;
   unsent_failure_.reset();
   for (int attempt = 1; !served && !ended_ && !ex_.client_gone(); ++attempt) {
-    const std::optional<Picked> picked = co_await ex_.unless_client_gone(dispatch_.pick(which, request_.routing, tried, request_.matched_prefix));
+    const std::optional<Picked> picked = co_await ex_.unless_client_gone(dispatch_.pick(which, request_, tried));
     if (!picked) break;
     if (unsent_failure_ && !picked->route.instance) {
       co_await fail(unsent_failure_->first, unsent_failure_->second);

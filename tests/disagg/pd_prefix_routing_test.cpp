@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "disagg/pd_answers.h"
@@ -103,6 +104,46 @@ TEST(PdPrefixRouting, PromptsSharingAPrefixGoWhereItIsCached) {
   for (const std::string& r : routed) EXPECT_EQ(r, p1->url());
   EXPECT_GE(testing::metric(testing::get(p1->url(), "/metrics").body, "prefix_cache_hits_total"), 6 * 256);
   EXPECT_EQ(testing::metric(testing::get(p0->url(), "/metrics").body, "prompt_tokens_total"), 0);
+}
+
+// A prompt routed to a prefill instance counts as cached there before the instance's
+// events about it arrive: a request sharing its prefix that comes while the first one is
+// still prefilling goes to the same instance. Without that, cache_aware would see no match
+// and send it to the idle instance (least load).
+TEST(PdPrefixRouting, ARequestSharingAPrefixStillPrefillingFollowsIt) {
+  auto p0 = serve("prefill-0", "prefill");
+  auto p1 = serve("prefill-1", "prefill");
+  auto d = serve("decode", "decode");
+  const std::string log = dir() + "/access-burst.log";
+  std::filesystem::remove(log);
+  auto proxy = start("proxy", "proxy",
+                     {"--port", "0", "--prefill", p0->url(), p1->url(), "--decode", d->url(), "--tokenizer", model(),
+                      "--chat-template", chat_template(), "--health-interval-ms", "200", "--access-log", log, "--policy",
+                      "cache_aware"});
+  const auto synced = [&] {
+    const json h = testing::get(proxy->url(), "/health").json();
+    int n = 0;
+    for (const json& i : h["instances"]) n += i["kv_events"].is_object() && i["kv_events"]["synced"] == true;
+    return n == 3;
+  };
+  for (int i = 0; i < 200 && !synced(); ++i) std::this_thread::sleep_for(25ms);
+  ASSERT_TRUE(synced()) << testing::get(proxy->url(), "/health").body;
+
+  const std::string shared = words(1200, 2);  // about 3,500 tokens of the 4,096 the instances take
+  // Sent together: the second is routed within a few milliseconds of the first, long
+  // before the first's prefill ends and its blocks are published.
+  std::vector<std::future<testing::Answer>> answers;
+  for (const char* tail : {"first", "second"}) {
+    const json body{{"model", "tiny"}, {"prompt", shared + tail}, {"max_tokens", 2}, {"temperature", 0}};
+    answers.push_back(std::async(std::launch::async, [&, body] { return testing::ask(proxy->url(), "/v1/completions", body); }));
+  }
+  for (auto& a : answers) {
+    const testing::Answer answer = a.get();
+    ASSERT_EQ(answer.status, 200) << answer.error;
+  }
+  const std::vector<std::string> routed = prefill_instances(log, 2);
+  ASSERT_EQ(routed.size(), 2u);
+  EXPECT_EQ(routed[0], routed[1]);
 }
 
 }  // namespace

@@ -25,19 +25,22 @@ struct Queue {
     registry.set_draining("p0", true);
   }
 
-  routing::RoutingRequest request(const std::string& id, int64_t prompt_tokens, double age_s = 0) const {
-    return {id, prompt_tokens, 16, routing_seconds(Clock::now()) - age_s};
+  PdRequest request(const std::string& id, int64_t prompt_tokens, double age_s = 0) const {
+    PdRequest r;
+    r.routing = {id, prompt_tokens, 16, routing_seconds(Clock::now()) - age_s};
+    return r;
   }
 
   // Each request's pick, spawned in order; `then` runs once they all wait.
-  std::vector<std::string> run(const std::vector<routing::RoutingRequest>& requests, std::function<void()> then) {
+  std::vector<std::string> run(const std::vector<PdRequest>& requests, std::function<void()> then) {
     std::vector<std::string> routed;
-    for (const routing::RoutingRequest& r : requests) {
+    for (const PdRequest& r : requests) {
       asio::co_spawn(
           io,
-          [&, r]() -> asio::awaitable<void> {
-            const Picked p = co_await dispatch.pick(Leg::kPrefill, r, {}, {});
-            routed.push_back(p.route.instance ? r.id : r.id + ":" + (p.error ? p.error->code() : "?"));
+          [&]() -> asio::awaitable<void> {
+            const Picked p = co_await dispatch.pick(Leg::kPrefill, r, {});
+            const std::string& id = r.routing.id;
+            routed.push_back(p.route.instance ? id : id + ":" + (p.error ? p.error->code() : "?"));
           },
           asio::detached);
     }
@@ -94,13 +97,34 @@ TEST(DispatchQueue, ARouteTakesTheLegsLoadUntilItIsDropped) {
   const InstancePtr p0 = q.registry.all()[0];
   std::optional<Picked> held;
   asio::co_spawn(
-      q.io, [&]() -> asio::awaitable<void> { held = co_await q.dispatch.pick(Leg::kPrefill, q.request("a", 10), {}, {}); },
+      q.io,
+      [&]() -> asio::awaitable<void> {
+        const PdRequest r = q.request("a", 10);
+        held = co_await q.dispatch.pick(Leg::kPrefill, r, {});
+      },
       asio::detached);
   q.io.run();
   ASSERT_TRUE(held && held->route.instance);
   EXPECT_EQ(q.registry.prefill_requests(*p0), 1);
   held.reset();
   EXPECT_EQ(q.registry.prefill_requests(*p0), 0);
+}
+
+TEST(DispatchQueue, APrefillsLoadIsThePartOfThePromptNotCachedThere) {
+  Queue q;
+  q.registry.set_draining("p0", false);
+  std::optional<Picked> held;
+  asio::co_spawn(
+      q.io,
+      [&]() -> asio::awaitable<void> {
+        PdRequest r = q.request("a", 1000);
+        r.matched_prefix = {{"p0", 960}};
+        held = co_await q.dispatch.pick(Leg::kPrefill, r, {});
+      },
+      asio::detached);
+  q.io.run();
+  ASSERT_TRUE(held && held->route.instance);
+  EXPECT_EQ(q.registry.snapshot(Clock::now()).views[0].load.queued_prefill_tokens, 40);
 }
 
 }  // namespace

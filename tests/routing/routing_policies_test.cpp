@@ -133,6 +133,18 @@ TEST(LeastLoad, FewestRequestsPerWeight) {
   EXPECT_EQ(route_prefill(pool, request(100), Policy::least_load, {}, state).instance, 2u);
 }
 
+TEST(LeastLoad, TheProxysPrefillsInFlightCountBeforeTheInstanceReportsThem) {
+  std::vector<InstanceView> pool = prefill_pool(2);
+  pool[0].load.prefill_requests = 1;  // routed there a moment ago; its report still says idle
+  RoutingState state;
+  EXPECT_EQ(route_prefill(pool, request(100), Policy::least_load, {}, state).instance, 1u);
+  EXPECT_EQ(route_prefill(pool, request(100), Policy::cache_aware, {}, state).instance, 1u);
+  // Once reported, the same requests are not counted twice.
+  pool[0].load.running_sequences = 1;
+  pool[1].load.running_sequences = 1;
+  EXPECT_EQ(route_prefill(pool, request(100), Policy::least_load, {}, state).instance, 0u);
+}
+
 std::vector<size_t> power_of_two_picks(const std::vector<InstanceView>& pool, uint64_t seed, int n) {
   RoutingState state{0, seed};
   std::vector<size_t> picks;

@@ -50,9 +50,10 @@ struct InstanceView {
 };
 
 // Requests the instance holds: what load-balancing routers (SGLang's among them) call
-// load.
+// load. The proxy's own prefills in flight there count at once, before the instance's next
+// report shows them waiting or running.
 inline int64_t outstanding_requests(const InstanceView& v) {
-  return int64_t(v.load.waiting_requests) + v.load.running_sequences;
+  return std::max<int64_t>(int64_t(v.load.waiting_requests) + v.load.running_sequences, v.load.prefill_requests);
 }
 
 // Prompt tokens this instance would have to prefill. At least one: an engine recomputes

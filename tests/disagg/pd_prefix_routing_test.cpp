@@ -54,24 +54,37 @@ std::vector<std::string> prefill_instances(const std::string& log, size_t n) {
   return out;
 }
 
+// Two prefill instances and a decode instance behind a proxy whose access log is `log`
+// (with `more` proxy flags), started once the proxy is in sync with their KV events.
+struct Deployment {
+  std::unique_ptr<ServeProcess> p0, p1, d, proxy;
+  std::string log;
+
+  void start_all(const std::string& log_name, const std::vector<std::string>& more = {}) {
+    p0 = serve("prefill-0", "prefill");
+    p1 = serve("prefill-1", "prefill");
+    d = serve("decode", "decode");
+    log = dir() + "/" + log_name;
+    std::filesystem::remove(log);
+    std::vector<std::string> args{"--port", "0", "--prefill", p0->url(), p1->url(), "--decode", d->url(), "--tokenizer", model(),
+                                  "--chat-template", chat_template(), "--health-interval-ms", "200", "--access-log", log};
+    args.insert(args.end(), more.begin(), more.end());
+    proxy = start("proxy", "proxy", args);
+    const auto synced = [&] {
+      const json h = testing::get(proxy->url(), "/health").json();
+      int n = 0;
+      for (const json& i : h["instances"]) n += i["kv_events"].is_object() && i["kv_events"]["synced"] == true;
+      return n == 3;
+    };
+    for (int i = 0; i < 200 && !synced(); ++i) std::this_thread::sleep_for(25ms);
+    ASSERT_TRUE(synced()) << testing::get(proxy->url(), "/health").body;
+  }
+};
+
 TEST(PdPrefixRouting, PromptsSharingAPrefixGoWhereItIsCached) {
-  auto p0 = serve("prefill-0", "prefill");
-  auto p1 = serve("prefill-1", "prefill");
-  auto d = serve("decode", "decode");
-  const std::string log = dir() + "/access.log";
-  std::filesystem::remove(log);
-  auto proxy = start("proxy", "proxy",
-                     {"--port", "0", "--prefill", p0->url(), p1->url(), "--decode", d->url(), "--tokenizer", model(),
-                      "--chat-template", chat_template(), "--health-interval-ms", "200", "--access-log", log});
-  // Both instances subscribed and in sync.
-  const auto synced = [&] {
-    const json h = testing::get(proxy->url(), "/health").json();
-    int n = 0;
-    for (const json& i : h["instances"]) n += i["kv_events"].is_object() && i["kv_events"]["synced"] == true;
-    return n == 3;
-  };
-  for (int i = 0; i < 200 && !synced(); ++i) std::this_thread::sleep_for(25ms);
-  ASSERT_TRUE(synced()) << testing::get(proxy->url(), "/health").body;
+  Deployment dep;
+  ASSERT_NO_FATAL_FAILURE(dep.start_all("access.log"));
+  auto& [p0, p1, d, proxy, log] = dep;
 
   // The shared prefix goes into p1's cache straight, not through the proxy: a policy blind to
   // prefixes would send the next requests to p0, the first of two idle instances.
@@ -111,23 +124,9 @@ TEST(PdPrefixRouting, PromptsSharingAPrefixGoWhereItIsCached) {
 // still prefilling goes to the same instance. Without that, cache_aware would see no match
 // and send it to the idle instance (least load).
 TEST(PdPrefixRouting, ARequestSharingAPrefixStillPrefillingFollowsIt) {
-  auto p0 = serve("prefill-0", "prefill");
-  auto p1 = serve("prefill-1", "prefill");
-  auto d = serve("decode", "decode");
-  const std::string log = dir() + "/access-burst.log";
-  std::filesystem::remove(log);
-  auto proxy = start("proxy", "proxy",
-                     {"--port", "0", "--prefill", p0->url(), p1->url(), "--decode", d->url(), "--tokenizer", model(),
-                      "--chat-template", chat_template(), "--health-interval-ms", "200", "--access-log", log, "--policy",
-                      "cache_aware"});
-  const auto synced = [&] {
-    const json h = testing::get(proxy->url(), "/health").json();
-    int n = 0;
-    for (const json& i : h["instances"]) n += i["kv_events"].is_object() && i["kv_events"]["synced"] == true;
-    return n == 3;
-  };
-  for (int i = 0; i < 200 && !synced(); ++i) std::this_thread::sleep_for(25ms);
-  ASSERT_TRUE(synced()) << testing::get(proxy->url(), "/health").body;
+  Deployment dep;
+  ASSERT_NO_FATAL_FAILURE(dep.start_all("access-burst.log", {"--policy", "cache_aware"}));
+  auto& [p0, p1, d, proxy, log] = dep;
 
   const std::string shared = words(1200, 2);  // about 3,500 tokens of the 4,096 the instances take
   // Sent together: the second is routed within a few milliseconds of the first, long

@@ -2,6 +2,7 @@
 // `vllm bench serve`. It streams every request and reports throughput and latency (TTFT,
 // TPOT, ITL, E2EL) the way vLLM does, so numbers from either tool compare.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "loadgen/benchmark.h"
 #include "loadgen/report.h"
+#include "loadgen/shared_prefix_dataset.h"
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +39,14 @@ struct BenchServeArgs {
   std::string random_prompt;  // ids | words; default by endpoint
   int64_t vocab_size = 256;
   std::string tokenizer;
+  // generated-shared-prefix; the defaults are SGLang's where it has the option.
+  size_t gsp_num_groups = 64;
+  int64_t gsp_system_prompt_len = 2048;
+  int64_t gsp_question_len = 128;
+  double gsp_question_range_ratio = 0;
+  int64_t gsp_long_question_len = 0;
+  double gsp_long_question_fraction = 0;
+  double gsp_zipf = 0;
   size_t num_prompts = 100;
   std::string request_rate = "inf";
   double burstiness = 1;
@@ -127,7 +137,27 @@ std::vector<SampleRequest> make_dataset(const BenchServeArgs& a, Endpoint endpoi
                    a.dataset_path.c_str(), d.usable, a.num_prompts);
     return std::move(d.requests);
   }
-  fail("unknown --dataset '{}' (random, sharegpt)", a.dataset);
+  if (a.dataset == "generated-shared-prefix") {
+    if (endpoint == Endpoint::ChatCompletions)
+      fail("--dataset generated-shared-prefix sends token ids and needs --endpoint /v1/completions");
+    SharedPrefixOptions o;
+    o.num_prompts = a.num_prompts;
+    o.num_groups = a.gsp_num_groups;
+    o.system_prompt_len = a.gsp_system_prompt_len;
+    o.question_len = a.gsp_question_len;
+    o.question_range_ratio = a.gsp_question_range_ratio;
+    o.long_question_len = a.gsp_long_question_len;
+    o.long_question_fraction = a.gsp_long_question_fraction;
+    o.output_len = a.output_len;
+    o.zipf_exponent = a.gsp_zipf;
+    o.vocab_size = tok && a.vocab_size_opt->count() == 0 ? tok->n_vocab() : a.vocab_size;
+    o.seed = a.seed;
+    const std::vector<size_t> counts = shared_prefix_group_counts(o.num_prompts, o.num_groups, o.zipf_exponent);
+    fmt::print(stderr, "generated-shared-prefix: {} groups of {}-token system prompts; requests per group: {}\n",
+               o.num_groups, o.system_prompt_len, fmt::join(counts, " "));
+    return std::move(shared_prefix_dataset(o).requests);
+  }
+  fail("unknown --dataset '{}' (random, sharegpt, generated-shared-prefix)", a.dataset);
 }
 
 void warn_about(const std::vector<RequestResult>& results, const std::vector<SampleRequest>& reqs, bool ignore_eos) {
@@ -163,7 +193,7 @@ void run(const BenchServeArgs& a) {
   o.base_url = a.base_url;
   o.endpoint = endpoint;
   o.request.model = a.model;
-  o.request.ignore_eos = a.ignore_eos_opt->count() > 0 ? a.ignore_eos : a.dataset == "random";
+  o.request.ignore_eos = a.ignore_eos_opt->count() > 0 ? a.ignore_eos : a.dataset != "sharegpt";
   o.request.temperature = a.temperature;
   if (!a.extra_body.empty()) {
     o.request.extra_body = nlohmann::json::parse(a.extra_body, nullptr, false);
@@ -237,17 +267,23 @@ void register_bench_serve(CLI::App& bench) {
       "chunks, TPOT = (E2EL - TTFT) / (output tokens - 1), output tokens from the server's usage.\n"
       "Random prompts are token ids in [0, --vocab-size) on /v1/completions (exact input length) and\n"
       "space-separated common English words on the chat endpoint (one token each in real BPE vocabularies).\n"
+      "generated-shared-prefix: --gsp-num-groups system prompts of random token ids, each request one of\n"
+      "them (popularity by --gsp-zipf) followed by a question of its own, e.g. --dataset generated-shared-prefix\n"
+      "--gsp-num-groups 8 --gsp-system-prompt-len 1024 --gsp-question-len 64 --gsp-question-range-ratio 0.5\n"
+      "--gsp-long-question-len 1024 --gsp-long-question-fraction 0.1 --gsp-zipf 1.\n"
       "See docs/cli.md and docs/benchmarks.md.");
   cmd->add_option("--base-url", a->base_url, "Server to test")->capture_default_str();
   cmd->add_option("--endpoint", a->endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
   cmd->add_option("--model", a->model, "Model name sent in requests (default: the first of GET /v1/models)");
   cmd->add_option("--api-key", a->api_key, "Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)");
-  cmd->add_option("--dataset,--dataset-name", a->dataset, "random or sharegpt")->capture_default_str();
+  cmd->add_option("--dataset,--dataset-name", a->dataset, "random, sharegpt or generated-shared-prefix")
+      ->capture_default_str();
   cmd->add_option("--dataset-path", a->dataset_path, "ShareGPT JSON file (for --dataset sharegpt)");
   cmd->add_option("--input-len,--random-input-len", a->input_len, "Prompt tokens (random)")->capture_default_str();
   a->output_len_opt =
-      cmd->add_option("--output-len,--random-output-len", a->output_len,
-                      "max_tokens of each request (random; for sharegpt it replaces the answer's length)")
+      cmd->add_option("--output-len,--random-output-len,--gsp-output-len", a->output_len,
+                      "max_tokens of each request (random, generated-shared-prefix; for sharegpt it replaces the "
+                      "answer's length)")
           ->capture_default_str();
   cmd->add_option("--random-range-ratio", a->range_ratio,
                   "Draw each length uniformly from [len*(1-r), len*(1+r)] (random)")
@@ -260,6 +296,27 @@ void register_bench_serve(CLI::App& bench) {
       cmd->add_option("--vocab-size", a->vocab_size,
                       "Random token ids are drawn from [0, N) (default: the --tokenizer's vocabulary, else 256, "
                       "valid in every byte-level vocabulary)");
+  cmd->add_option("--gsp-num-groups", a->gsp_num_groups, "System prompts (generated-shared-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--gsp-system-prompt-len", a->gsp_system_prompt_len,
+                  "Tokens of each system prompt (generated-shared-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--gsp-question-len", a->gsp_question_len,
+                  "Tokens of each request's question after its system prompt (generated-shared-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--gsp-question-range-ratio", a->gsp_question_range_ratio,
+                  "Draw each question's length uniformly from [len*(1-r), len*(1+r)] (generated-shared-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--gsp-long-question-len", a->gsp_long_question_len,
+                  "Length of the long questions (generated-shared-prefix; same range ratio)")
+      ->capture_default_str();
+  cmd->add_option("--gsp-long-question-fraction", a->gsp_long_question_fraction,
+                  "Fraction of requests with a long question (generated-shared-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--gsp-zipf", a->gsp_zipf,
+                  "Popularity skew: group g (0-based) gets a share 1/(g+1)^s of the requests; 0: all equal "
+                  "(generated-shared-prefix)")
+      ->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer,
                   "tokenizer.json or GGUF of the served model: counts text prompt and answer tokens exactly "
                   "(default: about 4 bytes per token)");
@@ -280,7 +337,7 @@ void register_bench_serve(CLI::App& bench) {
   cmd->add_option("--seed", a->seed, "Seed of the prompts and of the arrival times")->capture_default_str();
   a->ignore_eos_opt = cmd->add_flag("--ignore-eos,!--no-ignore-eos", a->ignore_eos,
                                     "Ask the server to generate max_tokens tokens regardless of end-of-sequence "
-                                    "(default: on for random, off for sharegpt)");
+                                    "(default: off for sharegpt, else on)");
   cmd->add_option("--temperature", a->temperature, "Sampling temperature sent (0: greedy)")->capture_default_str();
   cmd->add_option("--extra-body", a->extra_body, "JSON object merged into every request body");
   cmd->add_option("--timeout", a->timeout_s, "Fail a request after this many seconds without data from the server")

@@ -92,6 +92,49 @@ TEST(CostPrefill, AFasterInstanceTakesMore) {
   EXPECT_LE(fast, 21);
 }
 
+// p0 measured prefilling at a third of the prior's speed, p1 not observed yet: a new
+// deployment after its first prefills, on hardware slower than the prior's guess.
+std::vector<InstanceView> one_observed_pool() {
+  std::vector<InstanceView> pool = pool_of(InstanceRole::prefill, 2);
+  PrefillLatencyModel measured;
+  for (int64_t n : {500, 1000, 2000, 1500}) measured.observe(n, 0, 3 * PrefillTimeFit{}.seconds(n, 0));
+  pool[0].prefill_time = measured.fit();
+  return pool;
+}
+
+TEST(CostPrefill, AnUnobservedInstanceIsTimedByItsObservedPeersNotByThePrior) {
+  std::vector<InstanceView> pool = one_observed_pool();
+  EXPECT_EQ(pool[0].prefill_time.observations, 4);
+  EXPECT_EQ(pool[1].prefill_time.observations, 0);
+  // p1 holds twice p0's queue. Timed by the prior it would look three times as fast and
+  // take the prompt anyway.
+  admit_prefill(pool[0], request(1700));
+  admit_prefill(pool[1], request(1700));
+  admit_prefill(pool[1], request(1700));
+  RoutingState state;
+  EXPECT_EQ(route_prefill(pool, request(1700), Policy::cost, {}, state).instance, 0u);
+  // With its queue empty p1 is the faster choice, and the decision says whose curve timed it.
+  pool[1].load = {};
+  const Decision to_p1 = route_prefill(pool, request(1700), Policy::cost, {}, state);
+  EXPECT_EQ(to_p1.instance, 1u);
+  EXPECT_NE(to_p1.detail.find("at its observed peers' speed"), std::string::npos) << to_p1.detail;
+}
+
+TEST(CostPrefill, ABurstSplitsEvenlyWhileOneInstanceIsUnobserved) {
+  // Equal prompts arriving faster than they finish: with p1 timed by the prior, it took 9
+  // of 12 (until its queue was three times p0's); timed as its peer, it takes half.
+  std::vector<InstanceView> pool = one_observed_pool();
+  RoutingState state;
+  int to_p1 = 0;
+  for (int i = 0; i < 12; ++i) {
+    const RoutingRequest r = request(1700);
+    const size_t pick = *route_prefill(pool, r, Policy::cost, {}, state).instance;
+    to_p1 += pick == 1;
+    admit_prefill(pool[pick], r);
+  }
+  EXPECT_EQ(to_p1, 6);
+}
+
 double token_load_ratio(const std::vector<InstanceView>& pool) {
   auto load = [](const InstanceView& v) { return double(v.load.kv_tokens + v.load.remaining_output_tokens); };
   const auto [lo, hi] = std::minmax_element(

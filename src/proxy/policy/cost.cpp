@@ -6,11 +6,34 @@
 
 namespace moe::routing {
 
-double prefill_finish_s(const InstanceView& v, const RoutingRequest& request) {
+double prefill_finish_s(const InstanceView& v, const PrefillTimeFit& speed, const RoutingRequest& request) {
   const int64_t uncached = uncached_prompt_tokens(v, request);
   const int64_t cached = std::max<int64_t>(0, request.prompt_tokens - uncached);
-  return v.prefill_time.queue_seconds(v.load.queued_prefill_tokens, v.load.prefill_requests) +
-         v.prefill_time.seconds(uncached, cached);
+  return speed.queue_seconds(v.load.queued_prefill_tokens, v.load.prefill_requests) + speed.seconds(uncached, cached);
+}
+
+std::optional<PrefillTimeFit> observed_peers_speed(std::span<const InstanceView> instances,
+                                                   std::span<const size_t> eligible) {
+  PrefillTimeFit mean{0, 0, 0, 0};
+  for (size_t i : eligible) {
+    const PrefillTimeFit& f = instances[i].prefill_time;
+    if (f.observations <= 0) continue;
+    const double w = double(f.observations);
+    mean.fixed_s += w * f.fixed_s;
+    mean.per_token_s += w * f.per_token_s;
+    mean.per_pair_s += w * f.per_pair_s;
+    mean.observations += f.observations;
+  }
+  if (mean.observations == 0) return std::nullopt;
+  const double total = double(mean.observations);
+  mean.fixed_s /= total;
+  mean.per_token_s /= total;
+  mean.per_pair_s /= total;
+  return mean;
+}
+
+const PrefillTimeFit& prefill_speed(const InstanceView& v, const std::optional<PrefillTimeFit>& peers) {
+  return v.prefill_time.observations > 0 || !peers ? v.prefill_time : *peers;
 }
 
 int64_t projected_token_load(const InstanceView& v, const RoutingRequest& request) {
@@ -19,22 +42,26 @@ int64_t projected_token_load(const InstanceView& v, const RoutingRequest& reques
 
 Decision cost_prefill(std::span<const InstanceView> instances, std::span<const size_t> eligible,
                       const RoutingRequest& request) {
+  const std::optional<PrefillTimeFit> peers = observed_peers_speed(instances, eligible);
+  auto finish = [&](size_t i) { return prefill_finish_s(instances[i], prefill_speed(instances[i], peers), request); };
   size_t best = eligible[0];
-  double best_finish = prefill_finish_s(instances[best], request);
+  double best_finish = finish(best);
   for (size_t i : eligible) {
-    const double finish = prefill_finish_s(instances[i], request);
-    if (finish < best_finish ||
-        (finish == best_finish && instances[i].matched_prefix_tokens > instances[best].matched_prefix_tokens)) {
+    const double f = finish(i);
+    if (f < best_finish ||
+        (f == best_finish && instances[i].matched_prefix_tokens > instances[best].matched_prefix_tokens)) {
       best = i;
-      best_finish = finish;
+      best_finish = f;
     }
   }
   const InstanceView& v = instances[best];
-  const double queue = v.prefill_time.queue_seconds(v.load.queued_prefill_tokens, v.load.prefill_requests);
+  const PrefillTimeFit& speed = prefill_speed(v, peers);
+  const double queue = speed.queue_seconds(v.load.queued_prefill_tokens, v.load.prefill_requests);
   return {best, false, "min_finish_time",
-          fmt::format("{}: finishes in {:.4f} s = queue {:.4f} s ({} tokens) + own {:.4f} s ({} of {} tokens uncached)",
+          fmt::format("{}: finishes in {:.4f} s = queue {:.4f} s ({} tokens) + own {:.4f} s ({} of {} tokens uncached){}",
                       v.id, best_finish, queue, v.load.queued_prefill_tokens, best_finish - queue,
-                      uncached_prompt_tokens(v, request), request.prompt_tokens)};
+                      uncached_prompt_tokens(v, request), request.prompt_tokens,
+                      &speed == &v.prefill_time ? "" : ", at its observed peers' speed")};
 }
 
 Decision cost_decode(std::span<const InstanceView> instances, std::span<const size_t> eligible,

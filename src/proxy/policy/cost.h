@@ -10,6 +10,11 @@
 // so a prefix hit pulls a request to the instance holding it exactly as far as the saved
 // prefill is worth, and no further than the queue in front of it allows; and long prompts
 // spread, since each one lengthens the queue it joins. Ties: more cached, then earlier.
+// An instance not yet observed prefilling is timed by the curve of its eligible peers that
+// have been (their mean, weighted by observations), not by the prior: the prior's level is
+// a guess, and against peers measured slower than it an unobserved instance would look
+// fastest and take every prompt, while, busy, it could not measure itself (the proxy
+// learns only from prefills that ran alone at their instance).
 //
 // Decode: the lowest token load, relative to what the instance can hold
 //
@@ -22,6 +27,7 @@
 // and the denominator is the weight alone. The sequence and KV limits are hard (see
 // eligibility.h). Ties: fewer requests, then earlier.
 #include <cstddef>
+#include <optional>
 #include <span>
 
 #include "proxy/policy/decision.h"
@@ -30,7 +36,14 @@
 
 namespace moe::routing {
 
-double prefill_finish_s(const InstanceView& v, const RoutingRequest& request);
+// speed: v's own fit, or its peers' (prefill_speed).
+double prefill_finish_s(const InstanceView& v, const PrefillTimeFit& speed, const RoutingRequest& request);
+// The observation-weighted mean curve of the eligible instances with observations; none
+// when no instance has been observed.
+std::optional<PrefillTimeFit> observed_peers_speed(std::span<const InstanceView> instances,
+                                                   std::span<const size_t> eligible);
+// v's own curve once it has been observed, else its observed peers' (when there are any).
+const PrefillTimeFit& prefill_speed(const InstanceView& v, const std::optional<PrefillTimeFit>& peers);
 // Tokens, not yet divided by weight or capacity.
 int64_t projected_token_load(const InstanceView& v, const RoutingRequest& request);
 

@@ -163,7 +163,7 @@ void PrefillLatencyModel::refit() {
       add(features(n, 0), level * config_.prior.seconds(n, 0), each / (curve * curve), a, b);
     }
     const Vec3 theta = nonnegative_least_squares(a, b);
-    fit = {theta[0], theta[1] / kTokenUnit, theta[2] / kPairUnit};
+    fit = {theta[0], theta[1] / kTokenUnit, theta[2] / kPairUnit, observations_};
   }
   fit_ = fit;
 }

@@ -36,6 +36,9 @@ struct PrefillTimeFit {
   double fixed_s = 0.01;
   double per_token_s = 1e-4;
   double per_pair_s = 2e-9;
+  // Prefills behind the curve; 0: the prior alone, which says nothing of this instance's
+  // speed (see cost.h).
+  int64_t observations = 0;
 
   double seconds(int64_t new_tokens, int64_t cached_tokens) const;
   // A queue holding `tokens` uncached tokens over `requests` requests, whose individual

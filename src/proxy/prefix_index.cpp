@@ -110,7 +110,15 @@ std::map<std::string, int64_t> PrefixIndex::matched_tokens(std::span<const int32
     size_t blocks = subscriber_->matched_blocks(engine_id, it->second);
     {
       std::lock_guard lock(mu_);
-      if (const auto r = routed_.find(name); r != routed_.end()) blocks = std::max(blocks, routed_blocks(r->second, it->second, now));
+      if (const auto r = routed_.find(name); r != routed_.end()) {
+        const size_t noted = routed_blocks(r->second, it->second, now);
+        // Once the instance's events cover the noted blocks they speak for them: a later
+        // eviction must not be hidden by the note.
+        if (noted > 0 && blocks >= noted) {
+          for (size_t b = 0; b < noted; ++b) r->second.until.erase(it->second[b]);
+        }
+        blocks = std::max(blocks, noted);
+      }
     }
     out[name] = int64_t(blocks) * block_size;
   }

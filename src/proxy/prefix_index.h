@@ -40,8 +40,9 @@ class PrefixIndex {
   std::map<std::string, int64_t> matched_tokens(std::span<const int32_t> prompt) const;
 
   // A prompt just routed to `instance` to be prefilled there: its blocks count as held
-  // there for kRoutedFor, so that requests sharing a new prefix that arrive before the
-  // instance's own events about it still find where it is being computed.
+  // there until the instance's own events cover them (at most kRoutedFor, for a prefill
+  // that never ends), so that requests sharing a new prefix that arrive before those events
+  // still find where it is being computed.
   void note_routed(const std::string& instance, std::span<const int32_t> prompt);
   static constexpr std::chrono::seconds kRoutedFor{10};
 
@@ -66,7 +67,7 @@ class PrefixIndex {
   static size_t routed_blocks(const Routed& r, const std::vector<uint64_t>& hashes, std::chrono::steady_clock::time_point now);
 
   mutable std::mutex mu_;
-  std::map<std::string, Routed> routed_;        // by instance name
+  mutable std::map<std::string, Routed> routed_;  // by instance name; matching drops what events cover
   std::map<std::string, Source> by_instance_;   // instance name -> its source
   std::map<std::string, http::Url> by_engine_;  // engine id -> where its snapshot is
 

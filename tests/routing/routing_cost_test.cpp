@@ -24,8 +24,8 @@ TEST(CostPrefill, PrefixGoesToItsHolderUnlessItIsOverloaded) {
   RoutingState state;
   Decision d = route_prefill(pool, request(4000), Policy::cost, {}, state);
   EXPECT_EQ(d.instance, 1u);
-  EXPECT_EQ(d.reason, "min_finish_time");
-  EXPECT_EQ(d.detail.rfind("p1: finishes in ", 0), 0u) << d.detail;
+  EXPECT_EQ(d.reason, "min_cost");
+  EXPECT_EQ(d.detail.rfind("p1: cost ", 0), 0u) << d.detail;
 
   // p1's queue now holds far more work than the 3,000 cached tokens save: the request
   // moves, although cache_aware (which counts one request in each queue) stays.
@@ -43,9 +43,17 @@ TEST(CostPrefill, AHitIsWorthOnlyWhatItSaves) {
   // 2,000 cached tokens save more than a 1,500-token queue costs.
   RoutingState state;
   EXPECT_EQ(route_prefill(pool, request(6000), Policy::cost, {}, state).instance, 0u);
-  // A queue of two such requests costs more than they save.
+  // A queue of two such requests costs this request more time than the hit saves it, but
+  // less than the hit saves in all: the compute a miss would take from later requests.
   pool[0].load.queued_prefill_tokens = 3000;
   pool[0].load.prefill_requests = 2;
+  EXPECT_EQ(route_prefill(pool, request(6000), Policy::cost, {}, state).instance, 0u);
+  PolicyConfig greedy;
+  greedy.capacity_weight = 0;
+  EXPECT_EQ(route_prefill(pool, request(6000), Policy::cost, greedy, state).instance, 1u);
+  // A queue of four costs more than the hit saves even so.
+  pool[0].load.queued_prefill_tokens = 6000;
+  pool[0].load.prefill_requests = 4;
   EXPECT_EQ(route_prefill(pool, request(6000), Policy::cost, {}, state).instance, 1u);
 }
 
@@ -226,7 +234,7 @@ TEST(SkipDisaggregation, NotForLongPromptsBusyInstancesOrOtherPolicies) {
   RoutingState state;
   Decision d = route_prefill(pool, request(257), Policy::cost, {}, state);
   EXPECT_FALSE(d.whole_request);
-  EXPECT_EQ(d.reason, "min_finish_time");
+  EXPECT_EQ(d.reason, "min_cost");
 
   admit_prefill(pool[1], request(100));  // something queued to prefill: not free
   d = route_prefill(pool, request(100), Policy::cost, {}, state);

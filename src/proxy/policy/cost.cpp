@@ -41,25 +41,30 @@ int64_t projected_token_load(const InstanceView& v, const RoutingRequest& reques
 }
 
 Decision cost_prefill(std::span<const InstanceView> instances, std::span<const size_t> eligible,
-                      const RoutingRequest& request) {
+                      const RoutingRequest& request, const PolicyConfig& config) {
   const std::optional<PrefillTimeFit> peers = observed_peers_speed(instances, eligible);
-  auto finish = [&](size_t i) { return prefill_finish_s(instances[i], prefill_speed(instances[i], peers), request); };
+  auto own = [&](size_t i) {
+    const int64_t uncached = uncached_prompt_tokens(instances[i], request);
+    return prefill_speed(instances[i], peers).seconds(uncached, request.prompt_tokens - uncached);
+  };
+  auto cost = [&](size_t i) {
+    return prefill_finish_s(instances[i], prefill_speed(instances[i], peers), request) + config.capacity_weight * own(i);
+  };
   size_t best = eligible[0];
-  double best_finish = finish(best);
+  double best_cost = cost(best);
   for (size_t i : eligible) {
-    const double f = finish(i);
-    if (f < best_finish ||
-        (f == best_finish && instances[i].matched_prefix_tokens > instances[best].matched_prefix_tokens)) {
+    const double c = cost(i);
+    if (c < best_cost || (c == best_cost && instances[i].matched_prefix_tokens > instances[best].matched_prefix_tokens)) {
       best = i;
-      best_finish = f;
+      best_cost = c;
     }
   }
   const InstanceView& v = instances[best];
   const PrefillTimeFit& speed = prefill_speed(v, peers);
   const double queue = speed.queue_seconds(v.load.queued_prefill_tokens, v.load.prefill_requests);
-  return {best, false, "min_finish_time",
-          fmt::format("{}: finishes in {:.4f} s = queue {:.4f} s ({} tokens) + own {:.4f} s ({} of {} tokens uncached){}",
-                      v.id, best_finish, queue, v.load.queued_prefill_tokens, best_finish - queue,
+  return {best, false, "min_cost",
+          fmt::format("{}: cost {:.4f} s = queue {:.4f} s ({} tokens) + own {:.4f} s x (1 + {}) ({} of {} tokens uncached){}",
+                      v.id, best_cost, queue, v.load.queued_prefill_tokens, own(best), config.capacity_weight,
                       uncached_prompt_tokens(v, request), request.prompt_tokens,
                       &speed == &v.prefill_time ? "" : ", at its observed peers' speed")};
 }

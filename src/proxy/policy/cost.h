@@ -1,15 +1,18 @@
 #pragma once
 // cost, the default: each stage weighs what a request really costs there.
 //
-// Prefill: the earliest estimated finish, through each instance's own latency model
+// Prefill: the lowest estimated finish plus the capacity the request takes, through each
+// instance's own latency model
 //
-//   finish(p) = queue_seconds(queued_prefill_tokens, prefill_requests)
-//             + seconds(uncached, cached)
+//   cost(p)   = finish(p) + capacity_weight * own(p)
+//   finish(p) = queue_seconds(queued_prefill_tokens, prefill_requests) + own(p)
+//   own(p)    = seconds(uncached, cached)
 //   uncached  = max(1, prompt_tokens - matched_prefix_tokens), cached = prompt - uncached
 //
-// so a prefix hit pulls a request to the instance holding it exactly as far as the saved
-// prefill is worth, and no further than the queue in front of it allows; and long prompts
-// spread, since each one lengthens the queue it joins. Ties: more cached, then earlier.
+// so a prefix hit pulls a request to the instance holding it as far as the saved prefill is
+// worth, to this request (its finish) and to those after it (the compute left to them), and
+// no further than the queue in front of it allows; long prompts spread, since each one
+// lengthens the queue it joins. Ties: more cached, then earlier.
 // An instance not yet observed prefilling is timed by the curve of its eligible peers that
 // have been (their mean, weighted by observations), not by the prior: the prior's level is
 // a guess, and against peers measured slower than it an unobserved instance would look
@@ -32,6 +35,7 @@
 
 #include "proxy/policy/decision.h"
 #include "proxy/policy/instance_view.h"
+#include "proxy/policy/policy_config.h"
 #include "proxy/policy/routing_request.h"
 
 namespace moe::routing {
@@ -49,7 +53,7 @@ int64_t projected_token_load(const InstanceView& v, const RoutingRequest& reques
 
 // eligible: indices into instances, not empty.
 Decision cost_prefill(std::span<const InstanceView> instances, std::span<const size_t> eligible,
-                      const RoutingRequest& request);
+                      const RoutingRequest& request, const PolicyConfig& config);
 Decision cost_decode(std::span<const InstanceView> instances, std::span<const size_t> eligible,
                      const RoutingRequest& request);
 

@@ -13,6 +13,13 @@ struct PolicyConfig {
   // Go to the best prefix match only when it covers at least this share of the prompt.
   double cache_threshold = 0.3;
 
+  // cost, prefill: the request's own prefill time counted this many times more on top of
+  // its finish time, as the capacity it takes from the requests after it. With 0 cost is
+  // greedy: a miss on an idle instance beats a hit behind a short queue, though the miss
+  // takes several times the compute and evicts another prefix to cache this one. With 1 a
+  // hit waits behind up to twice the compute it saves.
+  double capacity_weight = 1.0;
+
   // cost, skip-disaggregation: a request whose uncached part on a free unified instance is
   // at most this many tokens runs whole there. Prefilling so few tokens stalls the
   // instance's decode batch for about one step, less than the KV hand-off and the second

@@ -34,7 +34,7 @@ Decision route(std::span<const InstanceView> instances, const RoutingRequest& re
     case Policy::cache_aware: return cache_aware(instances, eligible.indices, request, config);
     case Policy::cost:
       return stage == Stage::decode ? cost_decode(instances, eligible.indices, request)
-                                    : cost_prefill(instances, eligible.indices, request);
+                                    : cost_prefill(instances, eligible.indices, request, config);
   }
   fail("routing policy {} is not handled", int(policy));
 }

@@ -118,8 +118,8 @@ asio::awaitable<void> Exchange::watch_for_disconnect() {
     // Readable: either the peer closed (a peek reads end-of-file or an error) or it sent more
     // bytes, the start of its next request. Peeking leaves those bytes for the parser. The
     // peek must not block: the readiness can be stale (reported for bytes the parser has
-    // already read), and a blocking peek would then hold this I/O thread, and the
-    // connection's strand, until the client sent or closed.
+    // already read), and a blocking peek would then hold this I/O thread, and every
+    // connection on it, until the client sent or closed.
     char byte;
     const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;

@@ -4,7 +4,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
@@ -55,14 +55,28 @@ asio::awaitable<void> close_gracefully(tcp::socket& socket) {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::unique_ptr<asio::io_context>> make_contexts(int threads) {
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  for (int i = 0; i < std::max(threads, 1); ++i) contexts.push_back(std::make_unique<asio::io_context>(1));
+  return contexts;
+}
+
+}  // namespace
+
 HttpServer::HttpServer(ServerConfig config, Router router, ErrorResponder errors)
-    : config_(std::move(config)), router_(std::move(router)), errors_(std::move(errors)), acceptor_(asio::make_strand(ioc_)) {}
+    : config_(std::move(config)),
+      router_(std::move(router)),
+      errors_(std::move(errors)),
+      contexts_(make_contexts(config_.io_threads)),
+      acceptor_(*contexts_[0]) {}
 
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
   error_code ec;
-  tcp::resolver resolver(ioc_);
+  tcp::resolver resolver(*contexts_[0]);
   const auto endpoints = resolver.resolve(config_.host, std::to_string(config_.port), tcp::resolver::passive, ec);
   if (ec || endpoints.empty()) fail("cannot listen on {}:{}: the host does not resolve ({})", config_.host, config_.port, ec.message());
   const tcp::endpoint endpoint = endpoints.begin()->endpoint();
@@ -73,10 +87,13 @@ void HttpServer::start() {
   if (ec) fail("cannot listen on {}:{}: {}", config_.host, config_.port, ec.message());
   port_ = acceptor_.local_endpoint().port();
   accepting_ = true;
-  // On the acceptor's strand, so that stop() closing it never races the loop.
   asio::co_spawn(acceptor_.get_executor(), accept_loop(), asio::detached);
-  const int n = config_.io_threads > 0 ? config_.io_threads : 1;
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  for (auto& context : contexts_) {
+    threads_.emplace_back([&context] {
+      const auto work = asio::make_work_guard(*context);
+      context->run();
+    });
+  }
 }
 
 void HttpServer::stop() {
@@ -101,7 +118,7 @@ void HttpServer::stop() {
     std::unique_lock lock(mu_);
     idle_.wait_for(lock, std::chrono::seconds(10), [this] { return connections_.empty() && !accepting_; });
   }
-  ioc_.stop();
+  for (auto& context : contexts_) context->stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
@@ -122,7 +139,8 @@ void HttpServer::remove_connection(uint64_t id) {
 
 asio::awaitable<void> HttpServer::accept_loop() {
   for (;;) {
-    auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(ioc_), as_tuple(use_awaitable));
+    asio::io_context& context = *contexts_[next_context_++ % contexts_.size()];
+    auto [ec, socket] = co_await acceptor_.async_accept(context, as_tuple(use_awaitable));
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) break;
     if (ec) {
       // Out of file descriptors and the like: pause rather than spin; connections that

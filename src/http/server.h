@@ -1,12 +1,15 @@
 #pragma once
 // The HTTP/1.1 server: a listener and one coroutine per connection (keep-alive, pipelining),
-// run by a few I/O threads. Each connection runs on its own strand, so a handler never races
-// itself; a slow or stuck client holds only its own coroutine. Per request it enforces the
+// run by a few I/O threads, each with its own io_context. A connection stays on the thread
+// that accepted it, so a handler never races itself and its wake-ups (the client's bytes,
+// its upstream calls' answers) need no hand-off between threads; a slow or stuck client
+// holds only its own coroutine. Per request it enforces the
 // header and body deadlines (408), the header and body size limits (431, 413), and answers
 // malformed HTTP (400), unknown routes (404) and wrong methods (405) itself, through the
 // application's ErrorResponder, before any handler runs.
 #include <boost/asio/io_context.hpp>
 #include <condition_variable>
+#include <memory>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -48,8 +51,10 @@ class HttpServer {
   ServerConfig config_;
   Router router_;
   ErrorResponder errors_;
-  asio::io_context ioc_;
-  tcp::acceptor acceptor_;
+  // One per I/O thread; new connections go to them in turn.
+  std::vector<std::unique_ptr<asio::io_context>> contexts_;
+  size_t next_context_ = 0;  // the acceptor's
+  tcp::acceptor acceptor_;   // on contexts_[0]
   unsigned short port_ = 0;
   std::vector<std::thread> threads_;
 
@@ -58,7 +63,7 @@ class HttpServer {
   bool stopping_ = false;
   bool accepting_ = false;
   uint64_t next_connection_ = 0;
-  std::unordered_map<uint64_t, tcp::socket*> connections_;  // touched on each one's strand
+  std::unordered_map<uint64_t, tcp::socket*> connections_;  // each one touched on its own thread
 };
 
 }  // namespace moe::http

@@ -16,6 +16,7 @@ packages=(
   libucx-dev                          # KV transfer between prefill and decode instances
   libzmq3-dev cppzmq-dev              # KV events from the engines to the proxy
   nginx-light                         # the peer of bench/proxy_overhead (a plain reverse proxy)
+  libopenmpi-dev openmpi-bin          # expert parallelism: the EP group's collectives, mpirun
 )
 
 sudo_cmd=""

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -31,6 +32,7 @@ struct GenerateArgs {
   bool json = false;
   bool ignore_eos = false;
   std::string logits_out;
+  ExpertParallelArgs ep;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s, int64_t n_vocab) {
@@ -64,7 +66,9 @@ std::string ids_to_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
 void run(const GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty()) fail("give exactly one of --prompt or --prompt-ids");
   if (a.max_tokens < 1) fail("--max-tokens must be at least 1");
+  EpGroup group = join_expert_parallel_group(a.ep);
   auto model = load_model_with_progress(a.model);
+  attach_expert_parallel(group, a.ep, *model);
   const ModelConfig& c = model->config();
   std::optional<Tokenizer> tok;
   if (model->file().has("tokenizer.ggml.tokens")) tok.emplace(tokenizer_spec_from_gguf(model->file()));
@@ -72,6 +76,12 @@ void run(const GenerateArgs& a) {
   const std::vector<int32_t> prompt = a.prompt.empty() ? parse_ids(a.prompt_ids, c.n_vocab) : tok->encode(a.prompt, true);
   if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
   ThreadPool pool(a.threads);
+  if (group.rank() != 0) {
+    // Rank 0 runs the prompt; the others compute their experts' share of its steps.
+    while (model->step_idle(pool)) {
+    }
+    return;
+  }
 
   SingleSequence seq(*model, int64_t(prompt.size()) + a.max_tokens);
   SamplingParams sp;
@@ -98,6 +108,7 @@ void run(const GenerateArgs& a) {
     out.push_back(next);
   }
   const auto t2 = std::chrono::steady_clock::now();
+  if (group.ep) group.ep->join_step(false);
 
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
@@ -128,6 +139,7 @@ void register_generate(CLI::App& app) {
       "  moengine generate --model tiny.gguf --prompt 'The experts' --max-tokens 8\n"
       "  moengine generate --model tiny.gguf --prompt-ids 1,2,3 --max-tokens 8 --json\n"
       "  moengine generate --model tiny.gguf --prompt-ids 5,6 --logits-out logits.npy\n"
+      "  mpirun -np 2 moengine generate --model tiny.gguf --prompt 'The experts' --ep 2   (rank 0 prints)\n"
       "--logits-out writes float32 [n_prompt + n_generated - 1, n_vocab]: row i holds the logits\n"
       "after consuming token i (prompt rows from the batched prefill, then one row per decode step).");
   add_model_options(*cmd, args->model);
@@ -140,6 +152,7 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print {\"prompt_ids\", \"output_ids\", \"text\"} as JSON");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--logits-out", args->logits_out, "Write all logits to this .npy file");
+  add_expert_parallel_options(*cmd, args->ep);
   cmd->callback([args] { run(*args); });
 }
 

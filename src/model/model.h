@@ -14,6 +14,7 @@
 namespace moe {
 
 class ThreadPool;
+class ExpertParallel;
 
 // One sequence's share of a step: n_tokens new tokens at positions pos0.. whose KV rows
 // are written into (and attention reads from) the blocks of block_table.
@@ -53,6 +54,15 @@ class Model {
   // Runs the step; writes f32 logits [step.n_logit_rows(), n_vocab] in slice order.
   virtual void forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) = 0;
 
+  // Runs the MoE layers' routed experts across an expert-parallel group (null: all here).
+  // From then on every rank of the group takes part in every step: forward() when it has
+  // tokens, step_idle() when it has none.
+  void set_expert_parallel(ExpertParallel* ep) { ep_ = ep; }
+  ExpertParallel* expert_parallel() const { return ep_; }
+  // Joins the group's next step without tokens of its own; false when no rank had any
+  // (nothing ran).
+  virtual bool step_idle(ThreadPool& pool) = 0;
+
   KvStore make_kv_store(int64_t block_size, int64_t n_blocks) const;
   // Weight bytes read per decoded token (attention, dense and shared FFNs, n_used routed
   // experts per MoE layer, the output head): the numerator of the decode roofline.
@@ -70,6 +80,7 @@ class Model {
   uint64_t active_bytes_ = 0;
   uint64_t active_params_ = 0;
   uint64_t total_bytes_ = 0;
+  ExpertParallel* ep_ = nullptr;
 };
 
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<GgufFile> file, ModelConfig config);

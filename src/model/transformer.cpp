@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/quant.h"
+#include "moe/expert_parallel.h"
 
 namespace moe {
 namespace {
@@ -48,12 +49,14 @@ void Transformer::finish_load(const TensorTable& t) {
   const int64_t n_exp = c.gating.n_experts;
   uint64_t active = matrix_bytes(output_.matrix());
   uint64_t params = uint64_t(c.n_embd * c.n_vocab);
+  int64_t n_moe = 0;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     attn_norm_.push_back(t.require(layer_tensor(l, "attn_norm.weight"), {c.n_embd}));
     attn_norm_.back().f32();
     FfnLayerWeights f;
     f.norm = t.require(layer_tensor(l, "ffn_norm.weight"), {c.n_embd});
     f.norm.f32();
+    moe_index_.push_back(c.is_moe_layer(l) ? n_moe++ : -1);
     if (!c.is_moe_layer(l)) {
       f.dense = load_ffn(t, l, "", c.n_embd, c.n_ff_dense);
       active += ffn_bytes(f.dense);
@@ -101,6 +104,11 @@ void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPoo
   float* h = h_.data();
   for (int64_t t = 0; t < n_tokens; ++t) rms_norm(x + t * n_embd, f.norm.f32(), h + t * n_embd, n_embd, c.rms_eps);
 
+  if (ep_ && c.is_moe_layer(layer)) {
+    expert_parallel_moe(layer, n_tokens, h, pool);
+    for (int64_t i = 0; i < n_tokens * n_embd; ++i) x[i] += ffn_out_[size_t(i)];
+    return;
+  }
   ffn_runner_.reset(n_tokens, n_embd);
   if (!c.is_moe_layer(layer)) {
     for (int64_t t = 0; t < n_tokens; ++t) ffn_runner_.add(f.dense, int32_t(t), 1.0f);
@@ -125,6 +133,43 @@ void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPoo
   }
   ffn_runner_.run(h, n_embd, ffn_out_.data(), n_embd, pool);
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x[i] += ffn_out_[size_t(i)];
+}
+
+void Transformer::expert_parallel_moe(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const FfnLayerWeights& f = ffn_[size_t(layer)];
+  const int n_exp = c.gating.n_experts, k = c.gating.n_used;
+  router_logits_.resize(size_t(n_tokens * n_exp));
+  route_ids_.resize(size_t(n_tokens * k));
+  route_weights_.resize(size_t(n_tokens * k));
+  route_scratch_.resize(size_t(2 * n_exp));
+  if (n_tokens > 0) projector_.run(f.router.matrix(), h, c.n_embd, router_logits_.data(), n_exp, n_tokens, pool);
+  const float* bias = f.router_bias ? f.router_bias.f32() : nullptr;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    route_token(c.gating, router_logits_.data() + t * n_exp, bias, route_ids_.data() + t * k,
+                route_weights_.data() + t * k, route_scratch_.data());
+  }
+  MoeLayerInput in;
+  in.moe_layer = moe_index_[size_t(layer)];
+  in.h = h;
+  in.n_tokens = n_tokens;
+  in.n_embd = c.n_embd;
+  in.ids = route_ids_.data();
+  in.weights = route_weights_.data();
+  in.k = k;
+  in.expert = [&f](int32_t e) { return FfnWeights{f.gate_exps.slice(e), f.up_exps.slice(e), f.down_exps.slice(e)}; };
+  in.shared = f.shared.gate.data ? &f.shared : nullptr;
+  ffn_out_.resize(std::max(ffn_out_.size(), size_t(n_tokens * c.n_embd)));
+  ep_->run_layer(in, ffn_runner_, ffn_out_.data(), pool);
+}
+
+bool Transformer::step_idle(ThreadPool& pool) {
+  if (!ep_) fail("step_idle: the model is not part of an expert-parallel group");
+  if (!ep_->join_step(false)) return false;
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    if (config_.is_moe_layer(l)) expert_parallel_moe(l, 0, nullptr, pool);
+  }
+  return true;
 }
 
 void Transformer::attend_slices(int64_t layer, const Step& step, const AttentionShape& shape, const float* q,
@@ -156,6 +201,7 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
     covered += s.n_tokens;
   }
   if (covered != n_tokens) fail("forward: slices cover {} tokens but the step has {}", covered, n_tokens);
+  if (ep_) ep_->join_step(true);
 
   x_.resize(size_t(n_tokens * n_embd));
   h_.resize(size_t(n_tokens * n_embd));

@@ -27,6 +27,7 @@ struct FfnLayerWeights {
 class Transformer : public Model {
  public:
   void forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) override;
+  bool step_idle(ThreadPool& pool) override;
 
  protected:
   Transformer(std::unique_ptr<GgufFile> file, ModelConfig config);
@@ -61,6 +62,9 @@ class Transformer : public Model {
 
  private:
   void ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPool& pool);
+  // The routed and shared experts of MoE layer `layer` for h [n_tokens, n_embd] into
+  // ffn_out_, across the expert-parallel group.
+  void expert_parallel_moe(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool);
   void embed(const std::vector<int32_t>& tokens, float* x) const;
 
   Projector projector_;
@@ -70,6 +74,7 @@ class Transformer : public Model {
   std::vector<const float*> block_ptrs_;
   std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_;
   std::vector<int32_t> route_ids_;
+  std::vector<int64_t> moe_index_;  // per layer: its index among the MoE layers, or -1
 };
 
 }  // namespace moe

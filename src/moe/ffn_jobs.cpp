@@ -21,8 +21,9 @@ struct WorkItem {
 
 }  // namespace
 
-void FfnRunner::reset(int64_t n_tokens, int64_t n_embd) {
+void FfnRunner::reset(int64_t n_tokens, int64_t n_embd, int64_t n_extra_inputs) {
   n_tokens_ = n_tokens;
+  n_inputs_ = n_tokens + n_extra_inputs;
   n_embd_ = n_embd;
   n_jobs_ = 0;
   if (int64_t(per_token_.size()) < n_tokens) per_token_.resize(size_t(n_tokens));
@@ -45,15 +46,33 @@ int FfnRunner::find_or_add_job(const FfnWeights& w) {
   return int(n_jobs_++);
 }
 
-void FfnRunner::add(const FfnWeights& w, int32_t token, float weight) {
+FfnRunner::RowRef FfnRunner::add_input(const FfnWeights& w, int32_t input) {
+  if (input < 0 || input >= n_inputs_) fail("ffn: input row {} is outside the batch of {}", input, n_inputs_);
   const int j = find_or_add_job(w);
   Job& job = jobs_[size_t(j)];
-  // Until run() assigns scratch rows, `row` holds (job << 20 | index in job).
-  per_token_[size_t(token)].push_back({int32_t((j << 20) | int32_t(job.tokens.size())), weight});
-  job.tokens.push_back(token);
+  if (job.tokens.size() >= (size_t(1) << 20)) fail("ffn: more than 2^20 tokens for one expert in one step");
+  job.tokens.push_back(input);
+  return {j, int32_t(job.tokens.size() - 1)};
 }
 
-void FfnRunner::run(const float* x, int64_t ldx, float* out, int64_t ldo, ThreadPool& pool) {
+void FfnRunner::add(const FfnWeights& w, int32_t token, float weight) {
+  if (token < 0 || token >= n_tokens_) fail("ffn: token {} is outside the batch of {}", token, n_tokens_);
+  const RowRef r = add_input(w, token);
+  per_token_[size_t(token)].push_back({(r.job << 20) | r.index, weight, nullptr});
+}
+
+FfnRunner::RowRef FfnRunner::compute_only(const FfnWeights& w, int32_t input) { return add_input(w, input); }
+
+void FfnRunner::add_external(int32_t token, float weight, const float* row) {
+  if (token < 0 || token >= n_tokens_) fail("ffn: token {} is outside the batch of {}", token, n_tokens_);
+  per_token_[size_t(token)].push_back({0, weight, row});
+}
+
+const float* FfnRunner::result(RowRef r) const {
+  return down_.data() + (jobs_[size_t(r.job)].scratch_row + r.index) * n_embd_;
+}
+
+void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
   int64_t rows = 0, max_ff = 0;
   for (size_t j = 0; j < n_jobs_; ++j) {
     jobs_[j].scratch_row = rows;
@@ -122,14 +141,15 @@ void FfnRunner::run(const float* x, int64_t ldx, float* out, int64_t ldo, Thread
                   it.row_begin, it.row_end);
     }
   });
+}
 
+void FfnRunner::combine(float* out, int64_t ldo, ThreadPool& pool) {
   pool.parallel_for(n_tokens_, 4, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       float* o = out + t * ldo;
       std::fill_n(o, n_embd_, 0.0f);
       for (const Contribution& c : per_token_[size_t(t)]) {
-        const Job& job = jobs_[size_t(c.row >> 20)];
-        const float* d = down_.data() + (job.scratch_row + (c.row & 0xfffff)) * n_embd_;
+        const float* d = c.external ? c.external : result({c.row >> 20, c.row & 0xfffff});
         for (int64_t i = 0; i < n_embd_; ++i) o[i] += c.weight * d[i];
       }
     }

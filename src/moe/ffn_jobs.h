@@ -5,6 +5,10 @@
 // dense FFNs (all tokens). Outputs are accumulated per token in a fixed order (the order
 // the jobs' contributions were added for that token), so a token's result does not depend
 // on which other tokens share the batch.
+//
+// Under expert parallelism some of a token's experts run on other ranks: their rows come
+// back as external contributions, summed in the same order as local ones, and the rows
+// this rank computes for other ranks' tokens are read back by handle after compute().
 #include <cstdint>
 #include <vector>
 
@@ -22,14 +26,33 @@ struct FfnWeights {
 
 class FfnRunner {
  public:
-  // Starts a new batch of jobs over n_tokens tokens with rows of n_embd floats.
-  void reset(int64_t n_tokens, int64_t n_embd);
+  // Starts a new batch of jobs over n_tokens tokens with rows of n_embd floats; inputs
+  // n_tokens .. n_tokens + n_extra_inputs - 1 are rows that only compute_only() reads.
+  void reset(int64_t n_tokens, int64_t n_embd, int64_t n_extra_inputs = 0);
   // Adds `weight * ffn(x[token])` to token's output; contributions to a token are summed
   // in the order they were added.
   void add(const FfnWeights& w, int32_t token, float weight);
-  // x: f32 [n_tokens, n_embd] (rows ldx apart); out: f32 [n_tokens, n_embd] (rows ldo
-  // apart) receives the sums (overwritten, not accumulated).
-  void run(const float* x, int64_t ldx, float* out, int64_t ldo, ThreadPool& pool);
+  // Where one input row's unweighted ffn output lies once compute() ran.
+  struct RowRef {
+    int32_t job;
+    int32_t index;
+  };
+  // Has ffn(x[input]) computed without adding it to any output (the row is another rank's).
+  RowRef compute_only(const FfnWeights& w, int32_t input);
+  // Adds `weight * row[0..n_embd)` to token's output, in order with add(): a row computed
+  // elsewhere, which must hold its values when combine() runs.
+  void add_external(int32_t token, float weight, const float* row);
+
+  // x: f32 [n_tokens + n_extra_inputs, n_embd] (rows ldx apart); out: f32 [n_tokens,
+  // n_embd] (rows ldo apart) receives the sums (overwritten, not accumulated).
+  void run(const float* x, int64_t ldx, float* out, int64_t ldo, ThreadPool& pool) {
+    compute(x, ldx, pool);
+    combine(out, ldo, pool);
+  }
+  // run() in two halves, with result() readable between them.
+  void compute(const float* x, int64_t ldx, ThreadPool& pool);
+  const float* result(RowRef r) const;
+  void combine(float* out, int64_t ldo, ThreadPool& pool);
 
  private:
   struct Job {
@@ -40,12 +63,15 @@ class FfnRunner {
     PackedActs mid;
   };
   struct Contribution {
-    int32_t row;  // scratch row holding the job's output for the token
+    int32_t row;  // (job << 20) | index of the token in the job
     float weight;
+    const float* external;  // instead of a job's row, when set
   };
   int find_or_add_job(const FfnWeights& w);
+  RowRef add_input(const FfnWeights& w, int32_t input);
 
   int64_t n_tokens_ = 0;
+  int64_t n_inputs_ = 0;
   int64_t n_embd_ = 0;
   std::vector<Job> jobs_;
   size_t n_jobs_ = 0;

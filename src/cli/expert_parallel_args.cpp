@@ -1,0 +1,59 @@
+#include "cli/expert_parallel_args.h"
+
+#include <chrono>
+
+#include "core/error.h"
+#include "moe/mpi_comm.h"
+#include "placement/placement.h"
+
+namespace moe::cli {
+
+void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args) {
+  cmd.add_option("--ep", args.ep,
+                 "Expert parallelism over N processes started by mpirun (mpirun -np N ... --ep N): each rank holds the "
+                 "routed experts its placement gives it; 1 runs the same code in one process")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--placement", args.placement,
+                 "Which rank holds which experts: a placement file of `moengine placement` with one device per rank "
+                 "(default: experts spread evenly, no replicas)");
+  cmd.add_option("--ep-timeout-s", args.timeout_s,
+                 "Longest wait for the other ranks in one exchange before giving up with an error")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
+  EpGroup g;
+  if (args.ep == 0) {
+    if (!args.placement.empty()) fail("--placement needs --ep");
+    if (MpiComm::launched_by_mpirun()) fail("started by mpirun without --ep: give --ep N for N ranks");
+    return g;
+  }
+  if (args.ep == 1 && !MpiComm::launched_by_mpirun()) {
+    g.comm = std::make_unique<SoloComm>();
+    return g;
+  }
+  if (!MpiComm::launched_by_mpirun()) {
+    fail("--ep {0} needs its {0} ranks started by mpirun: mpirun -np {0} moengine ... --ep {0}", args.ep);
+  }
+  const auto timeout = std::chrono::milliseconds(int64_t(args.timeout_s * 1000));
+  auto comm = std::make_unique<MpiComm>(timeout);
+  if (comm->size() != args.ep) fail("--ep {} but mpirun started {} ranks", args.ep, comm->size());
+  g.comm = std::move(comm);
+  return g;
+}
+
+void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Model& model) {
+  if (!group.comm) return;
+  const ModelConfig& c = model.config();
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
+  if (moe_layers == 0) fail("expert parallelism needs an MoE model; this one has no MoE layers");
+  ExpertMap map = args.placement.empty() ? ExpertMap::even(moe_layers, c.gating.n_experts, group.size())
+                                         : ExpertMap::from_placement(placement::read_placement(args.placement), moe_layers,
+                                                                     c.gating.n_experts, group.size(), args.placement);
+  group.ep = std::make_unique<ExpertParallel>(*group.comm, std::move(map));
+  model.set_expert_parallel(group.ep.get());
+}
+
+}  // namespace moe::cli

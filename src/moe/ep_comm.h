@@ -1,0 +1,41 @@
+#pragma once
+// The collectives an expert-parallel group needs, with a bound on every wait: a peer that
+// died or hangs becomes an error naming the operation and the wait, not a hang.
+// MpiComm (mpi_comm.h) is the real group; SoloComm is the group of one process.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace moe {
+
+class EpComm {
+ public:
+  virtual ~EpComm() = default;
+  virtual int32_t rank() const = 0;
+  virtual int32_t size() const = 0;
+
+  // Each rank tells every rank a count (to_each[r] for rank r) and learns what every rank
+  // told it: the result's [r] is rank r's count for this rank. `what` names the exchange in
+  // errors.
+  virtual std::vector<int64_t> exchange_counts(const std::vector<int64_t>& to_each, const char* what) = 0;
+  // Sends send_bytes[r] bytes to rank r (blocks laid out in rank order in `send`) and
+  // receives recv_bytes[r] from rank r (in rank order into `recv`).
+  virtual void all_to_all(const uint8_t* send, const std::vector<int64_t>& send_bytes, uint8_t* recv,
+                          const std::vector<int64_t>& recv_bytes, const char* what) = 0;
+  // The largest of every rank's value.
+  virtual int64_t max_over_ranks(int64_t value, const char* what) = 0;
+};
+
+class SoloComm final : public EpComm {
+ public:
+  int32_t rank() const override { return 0; }
+  int32_t size() const override { return 1; }
+  std::vector<int64_t> exchange_counts(const std::vector<int64_t>& to_each, const char*) override { return to_each; }
+  void all_to_all(const uint8_t* send, const std::vector<int64_t>& send_bytes, uint8_t* recv,
+                  const std::vector<int64_t>&, const char*) override {
+    std::copy_n(send, send_bytes[0], recv);
+  }
+  int64_t max_over_ranks(int64_t value, const char*) override { return value; }
+};
+
+}  // namespace moe

@@ -1,0 +1,60 @@
+#pragma once
+// Expert parallelism in one process of the group: attention data-parallel (each rank steps
+// its own sequences), routed experts expert-parallel. In every MoE layer each of this
+// rank's (token, expert) pairs is computed at the rank the ExpertMap picks: its input row
+// is sent there (dispatch), computed with the experts held there, and its output row sent
+// back (combine), where it is summed, in top-k order, with the local pairs' rows and the
+// shared experts' output. That is the sum one process makes, in the same order, of rows
+// computed by the same kernels, so the output is the single process's, bit for bit.
+//
+// Every rank takes part in every step, in lockstep: a step starts with join_step(), where
+// each rank says whether it has tokens; a rank that has none still runs each MoE layer's
+// exchanges, with none of its own (Model::step_idle).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "moe/ep_comm.h"
+#include "moe/expert_map.h"
+#include "moe/ffn_jobs.h"
+
+namespace moe {
+
+class ThreadPool;
+
+struct MoeLayerInput {
+  int64_t moe_layer = 0;  // index among the model's MoE layers
+  const float* h = nullptr;  // [n_tokens, n_embd] normed inputs
+  int64_t n_tokens = 0;
+  int64_t n_embd = 0;
+  const int32_t* ids = nullptr;      // [n_tokens, k] routed experts, best first
+  const float* weights = nullptr;    // [n_tokens, k]
+  int k = 0;
+  std::function<FfnWeights(int32_t)> expert;  // weights of a routed expert this rank holds
+  const FfnWeights* shared = nullptr;         // shared experts, or null
+};
+
+class ExpertParallel {
+ public:
+  ExpertParallel(EpComm& comm, ExpertMap map);
+
+  int32_t rank() const { return comm_.rank(); }
+  int32_t size() const { return comm_.size(); }
+  const ExpertMap& map() const { return map_; }
+
+  // Whether any rank has tokens this step; when so, every rank runs it.
+  bool join_step(bool have_tokens);
+  // The layer's FFN output for this rank's tokens into out [n_tokens, n_embd].
+  void run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool);
+
+ private:
+  EpComm& comm_;
+  ExpertMap map_;
+  std::vector<int32_t> dest_;      // [n_tokens * k] the rank computing each pair
+  std::vector<int64_t> back_row_;  // [n_tokens * k] a remote pair's row in back_recv_
+  std::vector<uint8_t> send_, recv_;
+  std::vector<float> inputs_, back_send_, back_recv_;
+  std::vector<FfnRunner::RowRef> refs_;
+};
+
+}  // namespace moe

@@ -1,0 +1,154 @@
+// `moengine generate --ep N` under mpirun: greedy output and every logit equal to the
+// single process's, bit for bit, on deepseek2 and qwen3moe, with the even placement and
+// with redundant replicas; and the errors every rank gives for a group or placement that
+// does not fit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/mpirun.h"
+#include "support/run_cli.h"
+
+namespace moe {
+namespace {
+
+using testing::CliResult;
+using testing::mpirun_moengine;
+using testing::run_command;
+using testing::run_moengine;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Models {
+  std::string dir = testing::test_dir("ep_generate_test");
+  std::string ds = dir + "/ds.gguf";
+  std::string qw = dir + "/qw.gguf";
+  Models() {
+    EXPECT_EQ(run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + ds).status, 0);
+    EXPECT_EQ(run_moengine("gen-model --arch qwen3moe --preset tiny --type q8_0 --out " + qw).status, 0);
+  }
+};
+
+const Models& models() {
+  static const Models m;
+  return m;
+}
+
+const std::string kPrompt = "--prompt 'The experts are here and now' -n 24 --threads 1 --json";
+
+// stdout (the JSON line) of a run; its logits in `logits`.
+std::string generate(const std::string& model, int ranks, const std::string& logits, const std::string& extra = "") {
+  const std::string args = "generate -m " + model + " " + kPrompt + " --logits-out " + logits + " " + extra;
+  const CliResult r = ranks == 0 ? run_moengine(args, false) : run_command(mpirun_moengine(ranks, args + " --ep " + std::to_string(ranks)) + " 2>/dev/null");
+  EXPECT_EQ(r.status, 0) << r.out;
+  return r.out;
+}
+
+void expect_same_as_single_process(const std::string& model, const std::string& name, const std::string& extra,
+                                   std::initializer_list<int> groups) {
+  const std::string dir = models().dir;
+  const std::string alone = generate(model, 0, dir + "/" + name + "-alone.npy");
+  const auto ids = nlohmann::json::parse(alone)["output_ids"];
+  ASSERT_EQ(ids.size(), 24u);
+  for (const int n : groups) {
+    const std::string logits = dir + "/" + name + "-ep" + std::to_string(n) + ".npy";
+    const std::string out = generate(model, n, logits, extra);
+    // Rank 0 prints; the other ranks print nothing.
+    EXPECT_EQ(out, alone) << "ep " << n;
+    EXPECT_EQ(read_file(logits), read_file(dir + "/" + name + "-alone.npy")) << "ep " << n << ": logits differ";
+  }
+}
+
+TEST(EpGenerate, DeepSeekOutputEqualsTheSingleProcess) {
+  expect_same_as_single_process(models().ds, "ds", "", {1, 2, 4});
+}
+
+TEST(EpGenerate, Qwen3MoeOutputEqualsTheSingleProcess) {
+  expect_same_as_single_process(models().qw, "qw", "", {1, 2, 4});
+}
+
+// MoE layers of 8 experts over `ranks` ranks: every expert once, plus replicas of experts
+// 0 and 5 on every rank, and of expert 7 on the rank before its own: rank 0's tokens for
+// expert 7 then spread over two other ranks.
+std::string redundant_placement(int ranks, int moe_layers) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < moe_layers; ++l) {
+    nlohmann::json slots = nlohmann::json::array(), devices = nlohmann::json::array();
+    for (int e = 0; e < 8; ++e) {
+      slots.push_back(e);
+      devices.push_back(e * ranks / 8);
+    }
+    for (int r = 0; r < ranks; ++r) {
+      for (const int e : {0, 5}) {
+        if (e * ranks / 8 == r) continue;
+        slots.push_back(e);
+        devices.push_back(r);
+      }
+    }
+    if (ranks > 2) {
+      slots.push_back(7);
+      devices.push_back(ranks - 2);
+    }
+    layers.push_back({{"slots", slots}, {"devices", devices}});
+  }
+  const std::string path = models().dir + "/redundant-" + std::to_string(ranks) + "-" + std::to_string(moe_layers) + ".json";
+  std::ofstream(path) << nlohmann::json{{"nodes", 1}, {"devices_per_node", ranks}, {"layers", layers}}.dump();
+  return path;
+}
+
+TEST(EpGenerate, RedundantReplicasGiveTheSameOutput) {
+  expect_same_as_single_process(models().ds, "ds-redundant2", "--placement " + redundant_placement(2, 2), {2});
+  expect_same_as_single_process(models().ds, "ds-redundant4", "--placement " + redundant_placement(4, 2), {4});
+  expect_same_as_single_process(models().qw, "qw-redundant4", "--placement " + redundant_placement(4, 2), {4});
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(EpGenerate, APlacementThatDoesNotFitIsAnErrorFromEveryRank) {
+  const std::string args = "generate -m " + models().ds + " " + kPrompt + " --ep 2 --placement ";
+  CliResult r = run_command(mpirun_moengine(2, args + redundant_placement(4, 2)) + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count(r.out, "the placement is for 4 devices (1 nodes x 4) but the expert-parallel group has 2 ranks"), 2)
+      << r.out;
+
+  r = run_command(mpirun_moengine(2, args + redundant_placement(2, 3)) + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count(r.out, "the placement has 3 layers but the model has 2 MoE layers"), 2) << r.out;
+
+  const std::string broken = models().dir + "/broken.json";
+  std::ofstream(broken) << R"({"nodes": 1, "devices_per_node": 2, "layers": [)";
+  r = run_command(mpirun_moengine(2, args + broken) + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count(r.out, broken + ":"), 2) << r.out;
+}
+
+TEST(EpGenerate, TheGroupMustBeWhatMpirunStarted) {
+  const std::string args = "generate -m " + models().ds + " " + kPrompt;
+  CliResult r = run_moengine(args + " --ep 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--ep 2 needs its 2 ranks started by mpirun: mpirun -np 2 moengine ... --ep 2"), std::string::npos)
+      << r.out;
+
+  r = run_command(mpirun_moengine(2, args + " --ep 3") + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count(r.out, "--ep 3 but mpirun started 2 ranks"), 2) << r.out;
+
+  r = run_moengine(args + " --placement x.json");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--placement needs --ep"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace moe

@@ -2,12 +2,14 @@
 #include <fmt/format.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
 
 #include "cli/chat_template_arg.h"
 #include "cli/commands.h"
+#include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
 #include "disagg/kv_agent.h"
@@ -43,6 +45,7 @@ struct ServeArgs {
   std::string kv_transport;  // empty: ucx for the prefill and decode roles, none for both
   std::string kv_host;
   int kv_port = 0;
+  ExpertParallelArgs ep;
   int64_t kv_lease_ms = 30000;
   std::string kv_load_failure_policy = "recompute";
   std::string kv_events_endpoint;  // empty: no KV events
@@ -84,7 +87,16 @@ void run(ServeArgs a) {
   // Chosen now: the hand-offs, the KV-events topic and /health all name the instance by it.
   if (a.engine_id.empty()) a.engine_id = disagg::new_engine_id();
 
+  EpGroup group = join_expert_parallel_group(a.ep);
+  if (group.size() > 1) {
+    // Each rank is an instance of its own, on the ports after rank 0's.
+    if (a.port != 0) a.port += group.rank();
+    if (a.kv_port != 0) a.kv_port += group.rank();
+    a.engine_id += "-rank" + std::to_string(group.rank());
+    if (a.port > 65535 || a.kv_port > 65535) fail("rank {}: --port or --kv-port plus the rank is over 65535", group.rank());
+  }
   auto model = load_model_with_progress(a.model);
+  attach_expert_parallel(group, a.ep, *model);
   if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); serve needs one", a.model.path);
   const Tokenizer tok(tokenizer_spec_from_gguf(model->file()));
 
@@ -108,6 +120,21 @@ void run(ServeArgs a) {
   ec.engine.kv_lease = std::chrono::milliseconds(a.kv_lease_ms);
   ec.threads = a.threads;
   ec.max_waiting = a.max_waiting;
+  // Signals are waited for before the server starts, so one that arrives while it starts is
+  // not lost; a failed expert-parallel group stops the process the same way.
+  boost::asio::io_context signals_ctx;
+  boost::asio::signal_set signals(signals_ctx, SIGINT, SIGTERM);
+  int received = 0;
+  signals.async_wait([&](const boost::system::error_code& ec2, int sig) {
+    if (!ec2) received = sig;
+  });
+  std::string group_failure;
+  ec.on_group_failure = [&](const std::string& why) {
+    boost::asio::post(signals_ctx, [&, why] {
+      group_failure = why;
+      signals.cancel();
+    });
+  };
   // Declared before the engine, whose thread publishes through it until it is joined.
   std::unique_ptr<kv_events::KvEventPublisher> kv_publisher;
   if (!a.kv_events_endpoint.empty()) {
@@ -149,19 +176,15 @@ void run(ServeArgs a) {
   hc.max_body_bytes = a.max_body_bytes;
   http::HttpServer server(hc, openai.router(), &server::OpenAiServer::http_error);
 
-  // Signals are waited for before the server starts, so one that arrives while it starts is
-  // not lost.
-  boost::asio::io_context signals_ctx;
-  boost::asio::signal_set signals(signals_ctx, SIGINT, SIGTERM);
-  int received = 0;
-  signals.async_wait([&](const boost::system::error_code& ec2, int sig) {
-    if (!ec2) received = sig;
-  });
   server.start();
   if (agent) agent->set_http_port(server.port());
   std::printf("serving %s on http://%s:%u\n", api.served_model_name.c_str(), a.host.c_str(), unsigned(server.port()));
   std::fflush(stdout);
   signals_ctx.run();
+  if (!group_failure.empty()) {
+    server.stop();
+    fail("the expert-parallel group failed: {}", group_failure);
+  }
   std::fprintf(stderr, "serve: %s received, shutting down\n", received == SIGINT ? "SIGINT" : "SIGTERM");
   server.stop();
 }
@@ -174,6 +197,7 @@ void register_serve(CLI::App& app) {
   cmd->footer(
       "Examples:\n"
       "  moengine serve --model models/tiny.gguf --port 8000 --served-model-name tiny\n"
+      "  mpirun -np 2 moengine serve --model models/tiny.gguf --port 8000 --ep 2   (ranks on 8000 and 8001)\n"
       "  curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\\n"
       "    -d '{\"model\": \"tiny\", \"prompt\": \"The experts\", \"max_tokens\": 16}'\n"
       "  moengine serve --model models/tiny.gguf --chat-template tests/server/synthetic_chat_template.jinja\n"
@@ -216,6 +240,7 @@ void register_serve(CLI::App& app) {
       ->check(CLI::IsMember({"ucx", "tcp"}));
   cmd->add_option("--kv-host", args->kv_host, "Address other instances reach this one at, for KV and hand-offs (default: --host)");
   cmd->add_option("--kv-port", args->kv_port, "Port the KV transport listens on; 0 picks a free one")->capture_default_str();
+  add_expert_parallel_options(*cmd, args->ep);
   cmd->add_option("--kv-lease-ms", args->kv_lease_ms,
                   "A prefill instance holds a handed-off prompt's KV blocks this long for the decode instance to pull")
       ->capture_default_str();

@@ -1,5 +1,9 @@
 #include "engine/async_engine.h"
 
+#include <thread>
+
+#include "moe/expert_parallel.h"
+
 namespace moe {
 
 AsyncEngine::AsyncEngine(Model& model, const Tokenizer& tokenizer, AsyncEngineConfig config)
@@ -103,6 +107,12 @@ EngineMetrics AsyncEngine::metrics() const {
   return snapshot_;
 }
 
+namespace {
+
+constexpr std::chrono::milliseconds kGroupPoll{2};
+
+}  // namespace
+
 void AsyncEngine::loop() {
   std::deque<Submission> subs;
   std::vector<int64_t> cancels;
@@ -112,14 +122,19 @@ void AsyncEngine::loop() {
   // The last step found nothing to do: only an event from outside (or a lease running
   // out) can change that, so wait for one instead of spinning.
   bool stalled = false;
+  // In an expert-parallel group the other ranks wait for this one to join each of their
+  // steps: while the whole group is idle, look again every kGroupPoll.
+  const bool in_group = core_->in_expert_parallel_group();
+  bool group_failed = false;
   for (;;) {
     {
       std::unique_lock lk(mu_);
       const auto ready = [&] {
         return stopping_ || !inbox_.empty() || !cancels_.empty() || !loaded_.empty() || lease_ended_ ||
-               !snapshot_requests_.empty() || (core_->has_work() && !stalled);
+               !snapshot_requests_.empty() || ((core_->has_work() || in_group) && !stalled);
       };
-      const std::optional<Clock::time_point> expiry = core_->next_lease_expiry();
+      std::optional<Clock::time_point> expiry = core_->next_lease_expiry();
+      if (in_group) expiry = std::min(expiry.value_or(Clock::time_point::max()), Clock::now() + kGroupPoll);
       if (expiry) {
         wake_.wait_until(lk, *expiry, ready);
       } else {
@@ -153,13 +168,25 @@ void AsyncEngine::loop() {
     for (const auto& [id, ok] : loaded) core_->kv_loaded(id, ok);
     loaded.clear();
     core_->end_leases(Clock::now());
-    stalled = !core_->step();
+    try {
+      stalled = !core_->step();
+    } catch (const Error& e) {
+      if (!in_group) throw;
+      group_failed = true;
+      {
+        std::lock_guard lk(mu_);
+        stopping_ = true;
+      }
+      if (config_.on_group_failure) config_.on_group_failure(e.what());
+      break;
+    }
     flush_kv_events();
     std::lock_guard lk(mu_);
     snapshot_ = core_->metrics();
     core_waiting_ = core_->n_waiting();
   }
   core_->abort_all();
+  if (in_group && !group_failed) leave_group();
   {
     // Requests made before stopping_ was set still get their answer.
     std::lock_guard lk(mu_);
@@ -169,6 +196,19 @@ void AsyncEngine::loop() {
   std::lock_guard lk(mu_);
   for (Submission& s : inbox_) end_unstarted(s, FinishKind::kAbort, "");
   inbox_.clear();
+}
+
+void AsyncEngine::leave_group() {
+  ExpertParallel& ep = *model_.expert_parallel();
+  ep.leave();
+  try {
+    while (!ep.everyone_left()) {
+      if (!core_->step()) std::this_thread::sleep_for(kGroupPoll);
+    }
+  } catch (const Error& e) {
+    // A rank that stopped without leaving: nobody is left to wait on this one either.
+    if (config_.on_group_failure) config_.on_group_failure(e.what());
+  }
 }
 
 void AsyncEngine::end_unstarted(Submission& s, FinishKind kind, const std::string& error) {

@@ -27,6 +27,9 @@ struct AsyncEngineConfig {
   // message, numbered 1, 2, ...; message 1 is AllCleared, sent as the engine starts. Called
   // on the engine thread, so it must only queue them. Unset: no events are recorded.
   std::function<void(uint64_t seq, std::vector<kv_events::KvEvent> events)> kv_event_sink;
+  // Called once, on the engine thread, when the model's expert-parallel group failed (a rank
+  // stopped answering): the engine has then ended every request and takes no more.
+  std::function<void(const std::string& why)> on_group_failure;
 };
 
 class AsyncEngine {
@@ -88,6 +91,9 @@ class AsyncEngine {
   std::optional<int64_t> enqueue(Submission s);
 
   void loop();
+  // Engine thread, stopping in an expert-parallel group: goes on taking part in the other
+  // ranks' steps until every rank is stopping, so that none waits on this one.
+  void leave_group();
   // Engine thread: hands the events logged since the last call to kv_event_sink.
   void flush_kv_events();
   void answer_snapshots(std::vector<std::function<void(kv_events::KvSnapshot)>>& requests);

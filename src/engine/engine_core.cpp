@@ -215,6 +215,15 @@ int64_t EngineCore::n_preemptions(int64_t id) const {
 }
 
 bool EngineCore::step() {
+  bool ran_model = false;
+  const bool busy = step_here(ran_model);
+  // Under expert parallelism every rank joins every step of the group: one that ran no
+  // batch of its own joins without tokens, so that the ranks that have some can run theirs.
+  if (!ran_model && model_.expert_parallel()) return model_.step_idle(pool_) || busy;
+  return busy;
+}
+
+bool EngineCore::step_here(bool& ran_model) {
   if (!has_work()) return false;
   const StepPlan plan = scheduler_.schedule();
   announce_kv_loads(plan);
@@ -229,6 +238,7 @@ bool EngineCore::step() {
     refresh_gauges();
     return !plan.kv_loads.empty() || !plan.preempted.empty();
   }
+  ran_model = true;
   run_model(plan);
 
   // Logit rows come in plan order, n_logit_rows() per sequence: prompt logprobs from the

@@ -93,8 +93,12 @@ class EngineCore {
   void abort_all();
 
   bool has_work() const { return scheduler_.has_unfinished(); }
+  bool in_expert_parallel_group() const { return model_.expert_parallel() != nullptr; }
   // One engine step. Returns false when it found nothing to do: then nothing changes
   // until a request is added, aborted or loaded, or a lease is released or expires.
+  // In an expert-parallel group (Model::expert_parallel) it is one step of the group, which
+  // every rank must take in turn: with no batch of its own, this rank computes its experts'
+  // share of the others' batches, and the result is true when any rank had work.
   bool step();
 
   size_t n_running() const { return scheduler_.n_running(); }
@@ -114,6 +118,8 @@ class EngineCore {
  private:
   struct Active;  // one unfinished request's sampler, decoders and timestamps
 
+  // This instance's own step; ran_model tells whether it ran a batch through the model.
+  bool step_here(bool& ran_model);
   void run_model(const StepPlan& plan);
   // Prompt logprobs from an all-logits chunk's rows (one per token of the chunk).
   void collect_prompt_logprobs(Active& a, const ScheduledSeq& s, const float* rows);

@@ -22,8 +22,8 @@ class EpComm {
   // receives recv_bytes[r] from rank r (in rank order into `recv`).
   virtual void all_to_all(const uint8_t* send, const std::vector<int64_t>& send_bytes, uint8_t* recv,
                           const std::vector<int64_t>& recv_bytes, const char* what) = 0;
-  // The largest of every rank's value.
-  virtual int64_t max_over_ranks(int64_t value, const char* what) = 0;
+  // The sum of every rank's value.
+  virtual int64_t sum_over_ranks(int64_t value, const char* what) = 0;
 };
 
 class SoloComm final : public EpComm {
@@ -35,7 +35,7 @@ class SoloComm final : public EpComm {
                   const std::vector<int64_t>&, const char*) override {
     std::copy_n(send, send_bytes[0], recv);
   }
-  int64_t max_over_ranks(int64_t value, const char*) override { return value; }
+  int64_t sum_over_ranks(int64_t value, const char*) override { return value; }
 };
 
 }  // namespace moe

@@ -13,7 +13,11 @@ ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map) : comm_(comm), map_(
 }
 
 bool ExpertParallel::join_step(bool have_tokens) {
-  return comm_.max_over_ranks(have_tokens ? 1 : 0, "start of a step") > 0;
+  // Each rank adds 1 when it has tokens and kLeaving when it is leaving.
+  constexpr int64_t kLeaving = int64_t(1) << 32;
+  const int64_t sum = comm_.sum_over_ranks((have_tokens ? 1 : 0) + (leaving_ ? kLeaving : 0), "start of a step");
+  everyone_left_ = sum / kLeaving == comm_.size();
+  return sum % kLeaving > 0;
 }
 
 void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool) {

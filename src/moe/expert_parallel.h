@@ -9,7 +9,8 @@
 //
 // Every rank takes part in every step, in lockstep: a step starts with join_step(), where
 // each rank says whether it has tokens; a rank that has none still runs each MoE layer's
-// exchanges, with none of its own (Model::step_idle).
+// exchanges, with none of its own (Model::step_idle). A rank that stops leaves with the
+// others, at a step they all agree on (leave()).
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -44,12 +45,19 @@ class ExpertParallel {
 
   // Whether any rank has tokens this step; when so, every rank runs it.
   bool join_step(bool have_tokens);
+  // This rank is stopping: its joins say so from now on. It must go on joining (without
+  // tokens) until everyone_left(), so that no rank waits on it mid-request.
+  void leave() { leaving_ = true; }
+  // Whether the last join found every rank leaving.
+  bool everyone_left() const { return everyone_left_; }
   // The layer's FFN output for this rank's tokens into out [n_tokens, n_embd].
   void run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool);
 
  private:
   EpComm& comm_;
   ExpertMap map_;
+  bool leaving_ = false;
+  bool everyone_left_ = false;
   std::vector<int32_t> dest_;      // [n_tokens * k] the rank computing each pair
   std::vector<int64_t> back_row_;  // [n_tokens * k] a remote pair's row in back_recv_
   std::vector<uint8_t> send_, recv_;

@@ -113,10 +113,10 @@ void MpiComm::all_to_all(const uint8_t* send, const std::vector<int64_t>& send_b
   impl_->wait(request, timeout_, rank_, what);
 }
 
-int64_t MpiComm::max_over_ranks(int64_t value, const char* what) {
+int64_t MpiComm::sum_over_ranks(int64_t value, const char* what) {
   int64_t result = 0;
   MPI_Request request;
-  check(MPI_Iallreduce(&value, &result, 1, MPI_INT64_T, MPI_MAX, impl_->comm, &request), "MPI_Iallreduce");
+  check(MPI_Iallreduce(&value, &result, 1, MPI_INT64_T, MPI_SUM, impl_->comm, &request), "MPI_Iallreduce");
   impl_->wait(request, timeout_, rank_, what);
   return result;
 }

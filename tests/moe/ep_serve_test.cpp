@@ -1,0 +1,140 @@
+// `moengine serve --ep N` under mpirun: every rank an OpenAI server of its own (on --port
+// plus its rank) with its own scheduler and KV cache, the routed experts spread over the
+// ranks. Greedy answers to concurrent requests at every rank equal a single process's;
+// SIGTERM stops the whole group cleanly; a rank killed is an error, not a hang.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "support/http_calls.h"
+#include "support/mpirun.h"
+#include "support/run_cli.h"
+#include "support/serve_process.h"
+
+namespace moe {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ServeProcess;
+
+std::string model_file(const std::string& arch) {
+  const std::string path = testing::test_dir("ep_serve_test") + "/" + arch + ".gguf";
+  EXPECT_EQ(testing::run_moengine("gen-model --arch " + arch + " --preset tiny --type q8_0 --out " + path).status, 0);
+  return path;
+}
+
+std::string url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
+
+bool healthy(int port) {
+  try {
+    return testing::get(url(port), "/health").status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Waits (at most 60 s) until every rank answers /health.
+bool group_ready(int base, int ranks) {
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  for (int r = 0; r < ranks; ++r) {
+    while (!healthy(base + r)) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  return true;
+}
+
+std::string complete(const std::string& base_url, const std::string& model, const std::string& prompt) {
+  const nlohmann::json body = {{"model", model}, {"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  const testing::Reply r = testing::post_json(base_url, "/v1/completions", body);
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.status == 200 ? r.json()["choices"][0]["text"].get<std::string>() : r.body;
+}
+
+const std::vector<std::string> kPrompts = {"The experts are here", "Serving many models", "A short one",
+                                           "Mixture of experts routes every token to a few of them",
+                                           "Hello", "Decode steps run in lockstep", "x y z", "Prefill and decode"};
+
+// Greedy answers of a single process to every prompt.
+std::vector<std::string> reference(const std::string& model) {
+  ServeProcess alone({"-m", model, "--port", "0", "--threads", "1"}, testing::test_dir("ep_serve_test") + "/alone.log");
+  const std::string u = alone.url();
+  std::vector<std::string> out;
+  for (const std::string& p : kPrompts) out.push_back(complete(u, model, p));
+  EXPECT_EQ(alone.stop(), 0);
+  return out;
+}
+
+// Every prompt at every rank at once: each rank batches its own requests while the
+// others' tokens pass through its experts.
+void expect_group_answers_like_one_process(const std::string& model, int ranks, const std::vector<std::string>& extra = {}) {
+  const std::vector<std::string> want = reference(model);
+  const int base = testing::free_port_run(ranks);
+  ASSERT_GT(base, 0);
+  std::vector<std::string> args = {"-m", model, "--port", std::to_string(base), "--threads", "1", "--ep", std::to_string(ranks)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  ServeProcess group(args, testing::test_dir("ep_serve_test") + "/group.log", "serve", testing::mpirun_wrapper(ranks));
+  ASSERT_TRUE(group_ready(base, ranks)) << group.log();
+  std::vector<std::future<std::string>> answers;
+  for (int r = 0; r < ranks; ++r) {
+    for (const std::string& p : kPrompts) {
+      answers.push_back(std::async(std::launch::async, [&, r, p] { return complete(url(base + r), model, p); }));
+    }
+  }
+  for (size_t i = 0; i < answers.size(); ++i) EXPECT_EQ(answers[i].get(), want[i % kPrompts.size()]) << "request " << i;
+  // mpirun itself answers SIGTERM with status 1; the ranks shut down cleanly (mpirun names
+  // any that did not).
+  EXPECT_NE(group.stop(30s), -1) << group.log();
+  const std::string log = group.log();
+  size_t stopped = 0;
+  for (size_t at = log.find("shutting down"); at != std::string::npos; at = log.find("shutting down", at + 1)) ++stopped;
+  EXPECT_EQ(stopped, size_t(ranks)) << log;
+  EXPECT_EQ(log.find("non-zero status"), std::string::npos) << log;
+  EXPECT_EQ(log.find("error"), std::string::npos) << log;
+}
+
+TEST(EpServe, DeepSeekRanksAnswerLikeOneProcess) { expect_group_answers_like_one_process(model_file("deepseek2"), 2); }
+
+TEST(EpServe, Qwen3MoeFourRanksAnswerLikeOneProcess) { expect_group_answers_like_one_process(model_file("qwen3moe"), 4); }
+
+TEST(EpServe, AKilledRankEndsTheGroupWithAnError) {
+  const std::string model = model_file("deepseek2");
+  const int base = testing::free_port_run(2);
+  ASSERT_GT(base, 0);
+  ServeProcess group({"-m", model, "--port", std::to_string(base), "--threads", "1", "--ep", "2", "--ep-timeout-s", "5"},
+                     testing::test_dir("ep_serve_test") + "/killed.log", "serve", testing::mpirun_wrapper(2));
+  ASSERT_TRUE(group_ready(base, 2)) << group.log();
+  // The group's process is `timeout`; its child is mpirun, whose children are the ranks.
+  const std::string mpirun = testing::run_command("pgrep -P " + std::to_string(group.pid())).out;
+  ASSERT_FALSE(mpirun.empty());
+  const std::string pids = testing::run_command("pgrep -P " + std::to_string(std::stoi(mpirun)) + " -x moengine | sort -n").out;
+  std::vector<pid_t> ranks;
+  for (size_t at = 0; at < pids.size();) {
+    const size_t nl = pids.find('\n', at);
+    ranks.push_back(std::stoi(pids.substr(at, nl - at)));
+    at = nl == std::string::npos ? pids.size() : nl + 1;
+  }
+  ASSERT_EQ(ranks.size(), 2u) << pids;
+  ::kill(ranks.back(), SIGKILL);
+  // mpirun (the group's process) ends by itself, with an error, well within its 300 s bound.
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  int status = -1;
+  while (std::chrono::steady_clock::now() < end) {
+    int st = 0;
+    if (::waitpid(group.pid(), &st, WNOHANG) == group.pid()) {
+      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_NE(status, -1) << "the group did not end within 60 s\n" << group.log();
+  EXPECT_NE(status, 0) << group.log();
+  EXPECT_FALSE(healthy(base)) << "rank 0 still serves without its group";
+}
+
+}  // namespace
+}  // namespace moe

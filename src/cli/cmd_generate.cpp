@@ -80,6 +80,7 @@ void run(const GenerateArgs& a) {
     // Rank 0 runs the prompt; the others compute their experts' share of its steps.
     while (model->step_idle(pool)) {
     }
+    write_expert_trace(group, a.ep);
     return;
   }
 
@@ -109,6 +110,7 @@ void run(const GenerateArgs& a) {
   }
   const auto t2 = std::chrono::steady_clock::now();
   if (group.ep) group.ep->join_step(false);
+  write_expert_trace(group, a.ep);
 
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();

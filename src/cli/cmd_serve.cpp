@@ -168,6 +168,7 @@ void run(ServeArgs a) {
   api.role = disagg::parse_role(a.role);
   api.engine_id = engine_id;
   if (kv_publisher) api.kv_events_endpoint = kv_publisher->endpoint();
+  if (group.ep) api.expert_load = &group.ep->load();
   server::OpenAiServer openai(engine, api, agent.get());
 
   http::ServerConfig hc;
@@ -187,6 +188,8 @@ void run(ServeArgs a) {
   }
   std::fprintf(stderr, "serve: %s received, shutting down\n", received == SIGINT ? "SIGINT" : "SIGTERM");
   server.stop();
+  engine.stop();
+  write_expert_trace(group, a.ep);
 }
 
 }  // namespace

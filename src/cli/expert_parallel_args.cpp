@@ -1,6 +1,7 @@
 #include "cli/expert_parallel_args.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "core/error.h"
 #include "moe/mpi_comm.h"
@@ -20,12 +21,19 @@ void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args) {
                  "Longest wait for the other ranks in one exchange before giving up with an error")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd.add_option("--expert-trace-out", args.trace_out,
+                 "At exit, rank 0 writes the group's expert load of the last --expert-trace-steps steps here: the "
+                 ".npy trace `moengine placement` reads, f32 [steps, MoE layers, experts]");
+  cmd.add_option("--expert-trace-steps", args.trace_steps, "Steps of expert load each rank keeps")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
 }
 
 EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
   EpGroup g;
   if (args.ep == 0) {
     if (!args.placement.empty()) fail("--placement needs --ep");
+    if (!args.trace_out.empty()) fail("--expert-trace-out needs --ep (--ep 1 records in one process)");
     if (MpiComm::launched_by_mpirun()) fail("started by mpirun without --ep: give --ep N for N ranks");
     return g;
   }
@@ -52,8 +60,20 @@ void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Mode
   ExpertMap map = args.placement.empty() ? ExpertMap::even(moe_layers, c.gating.n_experts, group.size())
                                          : ExpertMap::from_placement(placement::read_placement(args.placement), moe_layers,
                                                                      c.gating.n_experts, group.size(), args.placement);
-  group.ep = std::make_unique<ExpertParallel>(*group.comm, std::move(map));
+  group.ep = std::make_unique<ExpertParallel>(*group.comm, std::move(map), args.trace_steps);
   model.set_expert_parallel(group.ep.get());
+}
+
+void write_expert_trace(const EpGroup& group, const ExpertParallelArgs& args) {
+  if (args.trace_out.empty() || !group.ep || group.rank() != 0) return;
+  const placement::Trace trace = group.ep->load().window();
+  if (trace.steps == 0) {
+    std::fprintf(stderr, "expert trace: no step ran; %s not written\n", args.trace_out.c_str());
+    return;
+  }
+  placement::write_trace(args.trace_out, trace);
+  std::fprintf(stderr, "expert trace: %lld steps x %lld MoE layers x %lld experts written to %s\n", (long long)trace.steps,
+               (long long)trace.layers, (long long)trace.experts, args.trace_out.c_str());
 }
 
 }  // namespace moe::cli

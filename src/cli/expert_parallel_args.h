@@ -15,6 +15,8 @@ struct ExpertParallelArgs {
   int ep = 0;  // 0: no group
   std::string placement;
   double timeout_s = 120;
+  std::string trace_out;
+  int64_t trace_steps = 1024;
 };
 
 void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args);
@@ -33,5 +35,7 @@ struct EpGroup {
 EpGroup join_expert_parallel_group(const ExpertParallelArgs& args);
 // Gives the model its experts' placement over the group (from --placement, else even).
 void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Model& model);
+// Rank 0 writes the group's recorded expert load to --expert-trace-out, when given.
+void write_expert_trace(const EpGroup& group, const ExpertParallelArgs& args);
 
 }  // namespace moe::cli

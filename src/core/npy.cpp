@@ -36,7 +36,7 @@ std::string trimmed(const std::string& s) {
 
 }  // namespace
 
-void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+std::string npy_f32_bytes(const std::vector<int64_t>& shape, const float* data) {
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
   int64_t count = 1;
@@ -50,14 +50,19 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  const uint16_t len = uint16_t(header.size());
+  out.append(reinterpret_cast<const char*>(&len), 2);
+  out += header;
+  out.append(reinterpret_cast<const char*>(data), size_t(count) * 4);
+  return out;
+}
+
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+  const std::string bytes = npy_f32_bytes(shape, data);
   std::ofstream f(path, std::ios::binary);
   if (!f) fail("{}: cannot open for writing", path);
-  const char magic[] = "\x93NUMPY\x01\x00";
-  f.write(magic, 8);
-  const uint16_t len = uint16_t(header.size());
-  f.write(reinterpret_cast<const char*>(&len), 2);
-  f.write(header.data(), std::streamsize(header.size()));
-  f.write(reinterpret_cast<const char*>(data), std::streamsize(count * 4));
+  f.write(bytes.data(), std::streamsize(bytes.size()));
   if (!f) fail("{}: write failed", path);
 }
 

@@ -9,6 +9,8 @@
 namespace moe {
 
 void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+// The bytes of that file.
+std::string npy_f32_bytes(const std::vector<int64_t>& shape, const float* data);
 
 struct NpyArray {
   std::vector<int64_t> shape;

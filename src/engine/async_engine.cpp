@@ -19,13 +19,15 @@ AsyncEngine::AsyncEngine(Model& model, const Tokenizer& tokenizer, AsyncEngineCo
   thread_ = std::thread([this] { loop(); });
 }
 
-AsyncEngine::~AsyncEngine() {
+AsyncEngine::~AsyncEngine() { stop(); }
+
+void AsyncEngine::stop() {
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
   }
   wake_.notify_one();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 std::optional<int64_t> AsyncEngine::submit(std::vector<int32_t> prompt, GenerateParams params, OutputSink sink) {

@@ -36,7 +36,10 @@ class AsyncEngine {
  public:
   // Allocates the KV cache and starts the engine thread.
   AsyncEngine(Model& model, const Tokenizer& tokenizer, AsyncEngineConfig config);
-  // Aborts every unfinished request (each sink gets its final kAbort output) and joins.
+  // Aborts every unfinished request (each sink gets its final kAbort output) and joins the
+  // engine thread; stop() does so before destruction. In an expert-parallel group it
+  // returns once every rank is stopping.
+  void stop();
   ~AsyncEngine();
   AsyncEngine(const AsyncEngine&) = delete;
   AsyncEngine& operator=(const AsyncEngine&) = delete;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/thread_pool.h"
+#include "moe/expert_parallel.h"
 
 namespace moe {
 
@@ -219,7 +220,11 @@ bool EngineCore::step() {
   const bool busy = step_here(ran_model);
   // Under expert parallelism every rank joins every step of the group: one that ran no
   // batch of its own joins without tokens, so that the ranks that have some can run theirs.
-  if (!ran_model && model_.expert_parallel()) return model_.step_idle(pool_) || busy;
+  if (!ran_model && model_.expert_parallel()) {
+    const bool group_busy = model_.step_idle(pool_);
+    refresh_gauges();
+    return group_busy || busy;
+  }
   return busy;
 }
 
@@ -410,6 +415,11 @@ void EngineCore::refresh_gauges() {
   metrics_.kv_leases_active = int64_t(leases_.n_held());
   metrics_.kv_leases_released_total = leases_.n_released();
   metrics_.kv_leases_expired_total = leases_.n_expired();
+  if (const ExpertParallel* ep = model_.expert_parallel()) {
+    metrics_.expert_parallel = true;
+    metrics_.ep_expert_tokens_total = ep->load().computed_total();
+    metrics_.ep_load_imbalance = ep->load().imbalance();
+  }
 }
 
 }  // namespace moe

@@ -19,6 +19,12 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.gauge("kv_cache_usage_perc", "Fraction of KV cache blocks held by requests (1 = full).", m.kv_cache_usage_perc);
   w.gauge("num_kv_blocks_total", "KV cache blocks.", double(m.kv_blocks_total));
   w.gauge("num_kv_blocks_used", "KV cache blocks held by requests.", double(m.kv_blocks_used));
+  if (m.expert_parallel) {
+    w.counter("ep_expert_tokens_total", "Token-expert pairs this rank's experts computed, for any rank's requests.",
+              double(m.ep_expert_tokens_total));
+    w.gauge("ep_load_imbalance", "Pairs computed by the group's busiest rank over the mean rank's, recent window (0: none yet).",
+            m.ep_load_imbalance);
+  }
   w.counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", double(m.prefix_cache_queries));
   w.counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", double(m.prefix_cache_hits));
   w.counter("prompt_tokens_total", "Prompt tokens of requests that started running.", double(m.prompt_tokens_total));

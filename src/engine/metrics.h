@@ -46,6 +46,13 @@ struct EngineMetrics {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_leases_active = 0;
+
+  // Expert parallelism, when the model runs in a group: token-expert pairs this rank's
+  // experts computed (for any rank's requests), and the group's busiest rank over the mean
+  // rank, over the recorded window of steps.
+  bool expert_parallel = false;
+  uint64_t ep_expert_tokens_total = 0;
+  double ep_load_imbalance = 0.0;
 };
 
 // Prometheus text exposition (version 0.0.4) of the metrics, every name prefixed with

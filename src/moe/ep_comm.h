@@ -24,6 +24,8 @@ class EpComm {
                           const std::vector<int64_t>& recv_bytes, const char* what) = 0;
   // The sum of every rank's value.
   virtual int64_t sum_over_ranks(int64_t value, const char* what) = 0;
+  // Each element replaced by its sum over the ranks (every rank gives as many).
+  virtual void sum_each(std::vector<int64_t>& values, const char* what) = 0;
 };
 
 class SoloComm final : public EpComm {
@@ -36,6 +38,7 @@ class SoloComm final : public EpComm {
     std::copy_n(send, send_bytes[0], recv);
   }
   int64_t sum_over_ranks(int64_t value, const char*) override { return value; }
+  void sum_each(std::vector<int64_t>&, const char*) override {}
 };
 
 }  // namespace moe

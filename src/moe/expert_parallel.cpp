@@ -6,18 +6,25 @@
 
 namespace moe {
 
-ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map) : comm_(comm), map_(std::move(map)) {
+ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window)
+    : comm_(comm), map_(std::move(map)), load_(map_.layers(), map_.experts(), comm.size(), load_window) {
   if (map_.ranks() != comm_.size()) {
     fail("the expert map is for {} ranks but the group has {}", map_.ranks(), comm_.size());
   }
 }
 
 bool ExpertParallel::join_step(bool have_tokens) {
+  // Every rank ran the same steps, so the load's pending steps and the decisions below are
+  // the same on every rank: the syncs are collectives they all reach together.
+  if (step_open_) load_.end_step();
+  if (load_.sync_due()) load_.sync(comm_);
   // Each rank adds 1 when it has tokens and kLeaving when it is leaving.
   constexpr int64_t kLeaving = int64_t(1) << 32;
   const int64_t sum = comm_.sum_over_ranks((have_tokens ? 1 : 0) + (leaving_ ? kLeaving : 0), "start of a step");
   everyone_left_ = sum / kLeaving == comm_.size();
-  return sum % kLeaving > 0;
+  step_open_ = sum % kLeaving > 0;
+  if (!step_open_ && load_.has_pending()) load_.sync(comm_);
+  return step_open_;
 }
 
 void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool) {
@@ -26,6 +33,7 @@ void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float
   // A dispatched row: the expert's id, then the token's input.
   const int64_t row_bytes = int64_t(sizeof(int32_t) + sizeof(float) * size_t(n_embd));
 
+  load_.add_routed(in.moe_layer, in.ids, n * k);
   dest_.resize(size_t(n * k));
   back_row_.assign(size_t(n * k), -1);
   std::vector<int64_t> send_rows(static_cast<size_t>(ranks), 0);
@@ -96,6 +104,7 @@ void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float
     refs_[size_t(j)] = runner.compute_only(in.expert(e), int32_t(n + j));
   }
   runner.compute(inputs_.data(), n_embd, pool);
+  load_.add_computed(n * k - n_send + n_recv);
 
   back_send_.resize(size_t(n_recv * n_embd));
   for (int64_t j = 0; j < n_recv; ++j) {

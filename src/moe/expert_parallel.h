@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "moe/ep_comm.h"
+#include "moe/expert_load.h"
 #include "moe/expert_map.h"
 #include "moe/ffn_jobs.h"
 
@@ -37,11 +38,13 @@ struct MoeLayerInput {
 
 class ExpertParallel {
  public:
-  ExpertParallel(EpComm& comm, ExpertMap map);
+  // The expert load of the last `load_window` steps is kept (expert_load.h).
+  ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window = 1024);
 
   int32_t rank() const { return comm_.rank(); }
   int32_t size() const { return comm_.size(); }
   const ExpertMap& map() const { return map_; }
+  const ExpertLoadRecorder& load() const { return load_; }
 
   // Whether any rank has tokens this step; when so, every rank runs it.
   bool join_step(bool have_tokens);
@@ -56,8 +59,10 @@ class ExpertParallel {
  private:
   EpComm& comm_;
   ExpertMap map_;
+  ExpertLoadRecorder load_;
   bool leaving_ = false;
   bool everyone_left_ = false;
+  bool step_open_ = false;  // the last join started a step
   std::vector<int32_t> dest_;      // [n_tokens * k] the rank computing each pair
   std::vector<int64_t> back_row_;  // [n_tokens * k] a remote pair's row in back_recv_
   std::vector<uint8_t> send_, recv_;

@@ -121,4 +121,12 @@ int64_t MpiComm::sum_over_ranks(int64_t value, const char* what) {
   return result;
 }
 
+void MpiComm::sum_each(std::vector<int64_t>& values, const char* what) {
+  if (values.size() > size_t(INT_MAX)) fail("the {} sums more than 2^31 values", what);
+  MPI_Request request;
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_INT64_T, MPI_SUM, impl_->comm, &request),
+        "MPI_Iallreduce");
+  impl_->wait(request, timeout_, rank_, what);
+}
+
 }  // namespace moe

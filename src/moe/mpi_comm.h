@@ -29,6 +29,7 @@ class MpiComm final : public EpComm {
   void all_to_all(const uint8_t* send, const std::vector<int64_t>& send_bytes, uint8_t* recv,
                   const std::vector<int64_t>& recv_bytes, const char* what) override;
   int64_t sum_over_ranks(int64_t value, const char* what) override;
+  void sum_each(std::vector<int64_t>& values, const char* what) override;
 
  private:
   struct Impl;

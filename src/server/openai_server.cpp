@@ -1,5 +1,6 @@
 #include "server/openai_server.h"
 
+#include "core/npy.h"
 #include "engine/metrics.h"
 #include "server/json_fields.h"
 #include "server/api_error.h"
@@ -35,6 +36,9 @@ http::Router OpenAiServer::router() {
   r.add(V::post, "/internal/kv/release", [this](http::Exchange& ex) { return release_lease(ex); });
   r.add(V::get, "/internal/kv/blocks", [this](http::Exchange& ex) { return kv_blocks(ex); });
   r.add(V::get, "/metrics", [this](http::Exchange& ex) { return send(ex, metrics()); });
+  if (config_.expert_load) {
+    r.add(V::get, "/admin/expert-trace", [this](http::Exchange& ex) { return send(ex, expert_trace(ex.request())); });
+  }
   r.add(V::post, "/tokenize", [this](http::Exchange& ex) { return send(ex, tokenize(ex.request())); });
   r.add(V::post, "/detokenize", [this](http::Exchange& ex) { return send(ex, detokenize(ex.request())); });
   return r;
@@ -129,6 +133,19 @@ asio::awaitable<void> OpenAiServer::release_lease(http::Exchange& ex) {
     co_return;
   }
   co_await ex.respond(lease_answer(engine_.release_lease(id), id));
+}
+
+http::Response OpenAiServer::expert_trace(const http::Request& req) const {
+  try {
+    check_api_key(req);
+  } catch (const ApiError& e) {
+    return error_response(e);
+  }
+  const placement::Trace t = config_.expert_load->window();
+  http::Response res{http::Status::ok, 11};
+  res.set(http::Field::content_type, "application/octet-stream");
+  res.body() = npy_f32_bytes({t.steps, t.layers, t.experts}, t.load.data());
+  return res;
 }
 
 http::Response OpenAiServer::metrics() const {

@@ -11,6 +11,7 @@
 #include "disagg/kv_agent.h"
 #include "engine/async_engine.h"
 #include "http/router.h"
+#include "moe/expert_load.h"
 #include "server/prompts.h"
 #include "server/protocol.h"
 #include "server/responses.h"
@@ -27,6 +28,8 @@ struct ApiConfig {
   disagg::Role role = disagg::Role::kBoth;
   std::string engine_id;          // in /health and /v1/models
   std::string kv_events_endpoint;  // in /health, for a router to subscribe to; empty: none
+  // An expert-parallel rank's recorder: GET /admin/expert-trace serves its window.
+  const ExpertLoadRecorder* expert_load = nullptr;
 };
 
 class OpenAiServer {
@@ -41,6 +44,7 @@ class OpenAiServer {
 
  private:
   asio::awaitable<void> generate(http::Exchange& ex, Api api);
+  http::Response expert_trace(const http::Request& req) const;
   // The decode leg of a hand-off: reserve blocks, pull the prompt's KV from the prefill
   // instance (or recompute, as --kv-load-failure-policy says), then answer the rest.
   asio::awaitable<void> generate_decode_leg(http::Exchange& ex, std::vector<int32_t> prompt, GenerationFields gen, ResponseMeta meta);

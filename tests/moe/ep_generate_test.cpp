@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/npy.h"
 #include "support/mpirun.h"
 #include "support/run_cli.h"
 
@@ -108,6 +109,29 @@ TEST(EpGenerate, RedundantReplicasGiveTheSameOutput) {
   expect_same_as_single_process(models().ds, "ds-redundant2", "--placement " + redundant_placement(2, 2), {2});
   expect_same_as_single_process(models().ds, "ds-redundant4", "--placement " + redundant_placement(4, 2), {4});
   expect_same_as_single_process(models().qw, "qw-redundant4", "--placement " + redundant_placement(4, 2), {4});
+}
+
+TEST(EpGenerate, TheExpertTraceIsTheWholeGroupsLoad) {
+  const std::string dir = models().dir;
+  std::string first;
+  for (const int n : {1, 2, 4}) {
+    const std::string trace = dir + "/trace-ep" + std::to_string(n) + ".npy";
+    const std::string out = generate(models().ds, n, dir + "/trace-logits.npy", "--expert-trace-out " + trace);
+    const size_t prompt = nlohmann::json::parse(out)["prompt_ids"].size();
+    const NpyArray a = read_npy(trace);
+    // A step per forward pass (the prompt's, then 23 decode steps), 2 MoE layers, 8 experts;
+    // each token chooses 2 experts per layer.
+    ASSERT_EQ(a.shape, (std::vector<int64_t>{24, 2, 8})) << "ep " << n;
+    for (int64_t t = 0; t < 24; ++t) {
+      for (int64_t l = 0; l < 2; ++l) {
+        float sum = 0;
+        for (int64_t e = 0; e < 8; ++e) sum += a.data[size_t((t * 2 + l) * 8 + e)];
+        EXPECT_EQ(sum, t == 0 ? float(2 * prompt) : 2.0f) << "ep " << n << " step " << t << " layer " << l;
+      }
+    }
+    if (n == 1) first = read_file(trace);
+    EXPECT_EQ(read_file(trace), first) << "ep " << n << ": the group's trace differs from one process's";
+  }
 }
 
 int count(const std::string& text, const std::string& what) {

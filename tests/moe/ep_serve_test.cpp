@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "core/npy.h"
 #include "support/http_calls.h"
 #include "support/mpirun.h"
 #include "support/run_cli.h"
@@ -95,6 +96,33 @@ std::vector<std::string> reference(const std::string& model) {
   return out;
 }
 
+// Every token-expert pair the ranks computed is in the group's trace, which every rank
+// serves whole once the group is idle again.
+void expect_load_recorded(int base, int ranks) {
+  double computed = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const std::string page = testing::get(url(base + r), "/metrics").body;
+    const double v = testing::metric(page, "ep_expert_tokens_total");
+    EXPECT_GT(v, 0) << "rank " << r << " computed nothing\n" << page;
+    computed += v;
+    EXPECT_GE(testing::metric(page, "ep_load_imbalance"), 1.0) << page;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    double traced = -1;
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (traced != computed && std::chrono::steady_clock::now() < end) {
+      const testing::Reply reply = testing::get(url(base + r), "/admin/expert-trace");
+      ASSERT_EQ(reply.status, 200);
+      const NpyArray a = parse_npy(reply.body, "expert trace");
+      ASSERT_EQ(a.shape.size(), 3u);
+      traced = 0;
+      for (const float v : a.data) traced += v;
+      if (traced != computed) std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(traced, computed) << "rank " << r;
+  }
+}
+
 // Every prompt at every rank at once: each rank batches its own requests while the
 // others' tokens pass through its experts.
 void expect_group_answers_like_one_process(const std::string& model, int ranks, const std::vector<std::string>& extra = {}) {
@@ -112,6 +140,7 @@ void expect_group_answers_like_one_process(const std::string& model, int ranks, 
     }
   }
   for (size_t i = 0; i < answers.size(); ++i) EXPECT_EQ(answers[i].get(), want[i % kPrompts.size()]) << "request " << i;
+  expect_load_recorded(base, ranks);
   // SIGTERM to every rank, as mpirun passes one on (mpirun itself would then exit with
   // status 1 and kill ranks that take long to stop): they stop together and exit cleanly.
   const std::vector<pid_t> pids = rank_pids(group.pid());

@@ -1,0 +1,64 @@
+#pragma once
+// The expert-parallel group's expert load, step by step: the token-expert pairs routed to
+// each logical expert of each MoE layer (every rank's tokens), and the pairs each rank
+// computed. Each rank counts its own share of a step; every kSyncSteps steps of the group,
+// and whenever the group goes idle, the ranks add their counts together, so that every rank
+// holds the same group-wide window: what `moengine placement` reads as a trace, and what a
+// live re-placement plans from. The window keeps the last `capacity` steps.
+//
+// The engine thread records and syncs; window() and the figures may be read from any thread.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "moe/ep_comm.h"
+#include "placement/trace.h"
+
+namespace moe {
+
+class ExpertLoadRecorder {
+ public:
+  static constexpr int64_t kSyncSteps = 16;
+
+  ExpertLoadRecorder(int64_t layers, int64_t experts, int32_t ranks, int64_t capacity);
+
+  // This rank's share of the step running: `n` experts chosen by its tokens in `layer`, and
+  // pairs computed here for any rank's tokens.
+  void add_routed(int64_t layer, const int32_t* experts, int64_t n);
+  void add_computed(int64_t pairs);
+  // The step ended (on every rank at the same step of the group).
+  void end_step();
+  bool sync_due() const { return pending_ >= kSyncSteps; }
+  bool has_pending() const { return pending_ > 0; }
+  // Adds the ranks' pending steps together into the window: a collective, called by every
+  // rank at the same step.
+  void sync(EpComm& comm);
+
+  // The group's load over the window, oldest step first: f32 [steps, layers, experts].
+  placement::Trace window() const;
+  // Pairs this rank's experts computed, for any rank's requests, since the start.
+  uint64_t computed_total() const;
+  // Over the window: the busiest rank's computed pairs over the mean rank's; 0 before any.
+  double imbalance() const;
+  int64_t layers() const { return layers_; }
+  int64_t experts() const { return experts_; }
+
+ private:
+  const int64_t layers_, experts_;
+  const int32_t ranks_;
+  const int64_t capacity_;
+  // Engine thread: this rank's counts of the steps not yet synced.
+  int64_t pending_ = 0;
+  std::vector<int64_t> routed_;    // [kSyncSteps, layers, experts]
+  std::vector<int64_t> computed_;  // [kSyncSteps]: this rank's pairs per step
+
+  std::atomic<uint64_t> computed_total_{0};
+  mutable std::mutex mu_;
+  // Rings of the group's synced steps: `filled_` of them, the oldest at `head_`.
+  std::vector<float> load_;                  // [capacity, layers, experts]
+  std::vector<int64_t> rank_computed_;       // [capacity, ranks]
+  int64_t head_ = 0, filled_ = 0;
+};
+
+}  // namespace moe

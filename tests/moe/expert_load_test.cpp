@@ -1,0 +1,48 @@
+// The expert-load recorder's window: steps kept oldest first, the oldest dropped past the
+// capacity, steps recorded but not yet synced left out of it, and the computed pairs.
+#include "moe/expert_load.h"
+
+#include <gtest/gtest.h>
+
+namespace moe {
+namespace {
+
+TEST(ExpertLoadRecorder, TheWindowKeepsTheLastStepsInOrder) {
+  SoloComm comm;
+  ExpertLoadRecorder rec(2, 4, 1, 3);
+  for (int32_t step = 0; step < 5; ++step) {
+    // Step s: one token choosing experts s % 4 and 3 in layer 0, expert 1 twice in layer 1.
+    const int32_t l0[] = {step % 4, 3};
+    const int32_t l1[] = {1, 1};
+    rec.add_routed(0, l0, 2);
+    rec.add_routed(1, l1, 2);
+    rec.add_computed(4);
+    rec.end_step();
+  }
+  EXPECT_EQ(rec.window().steps, 0);  // nothing synced yet
+  rec.sync(comm);
+  const placement::Trace t = rec.window();
+  ASSERT_EQ(t.steps, 3);
+  for (int64_t i = 0; i < 3; ++i) {
+    const int32_t step = int32_t(i + 2);
+    for (int32_t e = 0; e < 4; ++e) {
+      EXPECT_EQ(t.at(i, 0, e), float((e == step % 4) + (e == 3))) << "step " << step << " expert " << e;
+      EXPECT_EQ(t.at(i, 1, e), e == 1 ? 2.0f : 0.0f);
+    }
+  }
+  EXPECT_EQ(rec.computed_total(), 20u);
+  EXPECT_EQ(rec.imbalance(), 1.0);
+}
+
+TEST(ExpertLoadRecorder, SyncsAreDueEverySixteenSteps) {
+  ExpertLoadRecorder rec(1, 2, 1, 64);
+  for (int64_t i = 0; i < ExpertLoadRecorder::kSyncSteps; ++i) {
+    EXPECT_FALSE(rec.sync_due());
+    rec.end_step();
+  }
+  EXPECT_TRUE(rec.sync_due());
+  EXPECT_EQ(rec.imbalance(), 0.0);
+}
+
+}  // namespace
+}  // namespace moe

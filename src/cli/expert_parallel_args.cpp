@@ -27,6 +27,15 @@ void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args) {
   cmd.add_option("--expert-trace-steps", args.trace_steps, "Steps of expert load each rank keeps")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
+  cmd.add_option("--replace-interval-s", args.replace_interval_s,
+                 "Live re-placement: every S seconds plan a new placement from the recorded load (incremental, at "
+                 "most --replace-max-moves expert copies), copy the moved experts' weights while serving and switch at a "
+                 "step all ranks agree on; 0: off")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--replace-max-moves", args.replace_max_moves, "Expert copies one re-placement may make")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
 }
 
 EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
@@ -34,6 +43,7 @@ EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
   if (args.ep == 0) {
     if (!args.placement.empty()) fail("--placement needs --ep");
     if (!args.trace_out.empty()) fail("--expert-trace-out needs --ep (--ep 1 records in one process)");
+    if (args.replace_interval_s > 0) fail("--replace-interval-s needs --ep");
     if (MpiComm::launched_by_mpirun()) fail("started by mpirun without --ep: give --ep N for N ranks");
     return g;
   }
@@ -60,7 +70,11 @@ void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Mode
   ExpertMap map = args.placement.empty() ? ExpertMap::even(moe_layers, c.gating.n_experts, group.size())
                                          : ExpertMap::from_placement(placement::read_placement(args.placement), moe_layers,
                                                                      c.gating.n_experts, group.size(), args.placement);
-  group.ep = std::make_unique<ExpertParallel>(*group.comm, std::move(map), args.trace_steps);
+  ReplacementOptions ro;
+  ro.interval = std::chrono::duration<double>(args.replace_interval_s);
+  ro.max_moves = args.replace_max_moves;
+  group.ep = std::make_unique<ExpertParallel>(*group.comm, std::move(map), args.trace_steps, ro);
+  if (group.rank() == 0) group.ep->set_log([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
   model.set_expert_parallel(group.ep.get());
 }
 

@@ -17,6 +17,8 @@ struct ExpertParallelArgs {
   double timeout_s = 120;
   std::string trace_out;
   int64_t trace_steps = 1024;
+  double replace_interval_s = 0;
+  int64_t replace_max_moves = 16;
 };
 
 void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args);

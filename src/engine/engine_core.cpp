@@ -419,6 +419,8 @@ void EngineCore::refresh_gauges() {
     metrics_.expert_parallel = true;
     metrics_.ep_expert_tokens_total = ep->load().computed_total();
     metrics_.ep_load_imbalance = ep->load().imbalance();
+    metrics_.ep_replacements_total = ep->replacements();
+    metrics_.ep_expert_bytes_moved_total = ep->bytes_moved();
   }
 }
 

@@ -24,6 +24,9 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
               double(m.ep_expert_tokens_total));
     w.gauge("ep_load_imbalance", "Pairs computed by the group's busiest rank over the mean rank's, recent window (0: none yet).",
             m.ep_load_imbalance);
+    w.counter("ep_replacements_total", "Live expert re-placements switched in.", double(m.ep_replacements_total));
+    w.counter("ep_expert_bytes_moved_total", "Bytes of expert weights this rank sent or received for re-placements.",
+              double(m.ep_expert_bytes_moved_total));
   }
   w.counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", double(m.prefix_cache_queries));
   w.counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", double(m.prefix_cache_hits));

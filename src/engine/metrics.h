@@ -53,6 +53,8 @@ struct EngineMetrics {
   bool expert_parallel = false;
   uint64_t ep_expert_tokens_total = 0;
   double ep_load_imbalance = 0.0;
+  uint64_t ep_replacements_total = 0;        // live re-placements switched in
+  uint64_t ep_expert_bytes_moved_total = 0;  // expert weights this rank copied for them
 };
 
 // Prometheus text exposition (version 0.0.4) of the metrics, every name prefixed with

@@ -57,7 +57,7 @@ class Model {
   // Runs the MoE layers' routed experts across an expert-parallel group (null: all here).
   // From then on every rank of the group takes part in every step: forward() when it has
   // tokens, step_idle() when it has none.
-  void set_expert_parallel(ExpertParallel* ep) { ep_ = ep; }
+  virtual void set_expert_parallel(ExpertParallel* ep) { ep_ = ep; }
   ExpertParallel* expert_parallel() const { return ep_; }
   // Joins the group's next step without tokens of its own; false when no rank had any
   // (nothing ran).

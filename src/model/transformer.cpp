@@ -57,6 +57,7 @@ void Transformer::finish_load(const TensorTable& t) {
     f.norm = t.require(layer_tensor(l, "ffn_norm.weight"), {c.n_embd});
     f.norm.f32();
     moe_index_.push_back(c.is_moe_layer(l) ? n_moe++ : -1);
+    if (c.is_moe_layer(l)) moe_layers_.push_back(l);
     if (!c.is_moe_layer(l)) {
       f.dense = load_ffn(t, l, "", c.n_embd, c.n_ff_dense);
       active += ffn_bytes(f.dense);
@@ -157,10 +158,18 @@ void Transformer::expert_parallel_moe(int64_t layer, int64_t n_tokens, const flo
   in.ids = route_ids_.data();
   in.weights = route_weights_.data();
   in.k = k;
-  in.expert = [&f](int32_t e) { return FfnWeights{f.gate_exps.slice(e), f.up_exps.slice(e), f.down_exps.slice(e)}; };
   in.shared = f.shared.gate.data ? &f.shared : nullptr;
   ffn_out_.resize(std::max(ffn_out_.size(), size_t(n_tokens * c.n_embd)));
   ep_->run_layer(in, ffn_runner_, ffn_out_.data(), pool);
+}
+
+void Transformer::set_expert_parallel(ExpertParallel* ep) {
+  Model::set_expert_parallel(ep);
+  if (!ep) return;
+  ep->set_weight_source([this](int64_t moe_layer, int32_t e) {
+    const FfnLayerWeights& f = ffn_[size_t(moe_layers_[size_t(moe_layer)])];
+    return FfnWeights{f.gate_exps.slice(e), f.up_exps.slice(e), f.down_exps.slice(e)};
+  });
 }
 
 bool Transformer::step_idle(ThreadPool& pool) {

@@ -28,6 +28,8 @@ class Transformer : public Model {
  public:
   void forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) override;
   bool step_idle(ThreadPool& pool) override;
+  // Also tells the group where this model's routed experts' weights are.
+  void set_expert_parallel(ExpertParallel* ep) override;
 
  protected:
   Transformer(std::unique_ptr<GgufFile> file, ModelConfig config);
@@ -74,7 +76,8 @@ class Transformer : public Model {
   std::vector<const float*> block_ptrs_;
   std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_;
   std::vector<int32_t> route_ids_;
-  std::vector<int64_t> moe_index_;  // per layer: its index among the MoE layers, or -1
+  std::vector<int64_t> moe_index_;   // per layer: its index among the MoE layers, or -1
+  std::vector<int64_t> moe_layers_;  // per MoE layer: its layer
 };
 
 }  // namespace moe

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
+
 namespace moe {
 
 class EpComm {
@@ -26,6 +28,14 @@ class EpComm {
   virtual int64_t sum_over_ranks(int64_t value, const char* what) = 0;
   // Each element replaced by its sum over the ranks (every rank gives as many).
   virtual void sum_each(std::vector<int64_t>& values, const char* what) = 0;
+
+  // Point-to-point copies that go on in the background while the collectives run (the
+  // weights of moved experts). Between two ranks, receives match sends in the order each
+  // side started them. done() polls without waiting; once it said true the id is spent.
+  using Transfer = int64_t;
+  virtual Transfer start_send(int32_t to, const uint8_t* data, int64_t bytes) = 0;
+  virtual Transfer start_recv(int32_t from, uint8_t* data, int64_t bytes) = 0;
+  virtual bool done(Transfer t) = 0;
 };
 
 class SoloComm final : public EpComm {
@@ -39,6 +49,10 @@ class SoloComm final : public EpComm {
   }
   int64_t sum_over_ranks(int64_t value, const char*) override { return value; }
   void sum_each(std::vector<int64_t>&, const char*) override {}
+  // A group of one has nobody to copy to or from.
+  Transfer start_send(int32_t, const uint8_t*, int64_t) override { fail("a group of one rank has no peer to send to"); }
+  Transfer start_recv(int32_t, uint8_t*, int64_t) override { fail("a group of one rank has no peer to receive from"); }
+  bool done(Transfer) override { return true; }
 };
 
 }  // namespace moe

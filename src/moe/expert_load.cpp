@@ -43,6 +43,7 @@ void ExpertLoadRecorder::sync(EpComm& comm) {
   pending_ = 0;
 
   std::lock_guard lock(mu_);
+  synced_ += n;
   const int64_t row = layers_ * experts_;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t slot = (head_ + filled_) % capacity_;
@@ -68,6 +69,11 @@ placement::Trace ExpertLoadRecorder::window() const {
     std::copy_n(load_.begin() + ((head_ + i) % capacity_) * row, row, t.load.begin() + i * row);
   }
   return t;
+}
+
+int64_t ExpertLoadRecorder::synced_steps() const {
+  std::lock_guard lock(mu_);
+  return synced_;
 }
 
 uint64_t ExpertLoadRecorder::computed_total() const { return computed_total_; }

@@ -41,6 +41,8 @@ class ExpertLoadRecorder {
   uint64_t computed_total() const;
   // Over the window: the busiest rank's computed pairs over the mean rank's; 0 before any.
   double imbalance() const;
+  // Steps synced since the start (the window holds the last `capacity` of them).
+  int64_t synced_steps() const;
   int64_t layers() const { return layers_; }
   int64_t experts() const { return experts_; }
 
@@ -58,7 +60,7 @@ class ExpertLoadRecorder {
   // Rings of the group's synced steps: `filled_` of them, the oldest at `head_`.
   std::vector<float> load_;                  // [capacity, layers, experts]
   std::vector<int64_t> rank_computed_;       // [capacity, ranks]
-  int64_t head_ = 0, filled_ = 0;
+  int64_t head_ = 0, filled_ = 0, synced_ = 0;
 };
 
 }  // namespace moe

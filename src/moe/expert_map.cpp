@@ -17,10 +17,13 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-ExpertMap::ExpertMap(std::vector<std::vector<std::vector<int32_t>>> holders, int64_t experts, int32_t ranks)
-    : experts_(experts), ranks_(ranks), holders_(std::move(holders)) {
-  on_rank_.assign(holders_.size(), std::vector<std::vector<int32_t>>(size_t(ranks)));
-  for (size_t l = 0; l < holders_.size(); ++l) {
+ExpertMap::ExpertMap(placement::Placement p, int64_t experts)
+    : placement_(std::move(p)), experts_(experts), ranks_(placement_.devices()) {
+  holders_.assign(placement_.layers.size(), std::vector<std::vector<int32_t>>(size_t(experts)));
+  on_rank_.assign(placement_.layers.size(), std::vector<std::vector<int32_t>>(size_t(ranks_)));
+  for (size_t l = 0; l < placement_.layers.size(); ++l) {
+    const placement::LayerPlacement& lp = placement_.layers[l];
+    for (size_t s = 0; s < lp.slots.size(); ++s) holders_[l][size_t(lp.slots[s])].push_back(lp.devices[s]);
     for (int32_t e = 0; e < int32_t(experts); ++e) {
       auto& h = holders_[l][size_t(e)];
       std::sort(h.begin(), h.end());
@@ -30,12 +33,24 @@ ExpertMap::ExpertMap(std::vector<std::vector<std::vector<int32_t>>> holders, int
   }
 }
 
-ExpertMap ExpertMap::even(int64_t moe_layers, int64_t experts, int32_t ranks) {
+placement::Placement ExpertMap::even_placement(int64_t moe_layers, int64_t experts, int32_t ranks) {
   if (ranks < 1) fail("expert parallelism needs at least one rank, not {}", ranks);
   if (experts < ranks) fail("{} ranks cannot share {} experts: every rank needs at least one", ranks, experts);
-  std::vector<std::vector<int32_t>> layer(static_cast<size_t>(experts));
-  for (int64_t e = 0; e < experts; ++e) layer[size_t(e)] = {int32_t(e * ranks / experts)};
-  return ExpertMap(std::vector<std::vector<std::vector<int32_t>>>(size_t(moe_layers), layer), experts, ranks);
+  placement::Placement p;
+  p.nodes = 1;
+  p.devices_per_node = ranks;
+  p.slots_per_device = int32_t((experts + ranks - 1) / ranks);
+  placement::LayerPlacement layer;
+  for (int64_t e = 0; e < experts; ++e) {
+    layer.slots.push_back(int32_t(e));
+    layer.devices.push_back(int32_t(e * ranks / experts));
+  }
+  p.layers.assign(size_t(moe_layers), layer);
+  return p;
+}
+
+ExpertMap ExpertMap::even(int64_t moe_layers, int64_t experts, int32_t ranks) {
+  return ExpertMap(even_placement(moe_layers, experts, ranks), experts);
 }
 
 ExpertMap ExpertMap::from_placement(const placement::Placement& p, int64_t moe_layers, int64_t experts, int32_t ranks,
@@ -48,12 +63,7 @@ ExpertMap ExpertMap::from_placement(const placement::Placement& p, int64_t moe_l
     fail("{}: the placement is for {} devices ({} nodes x {}) but the expert-parallel group has {} ranks", source,
          p.devices(), p.nodes, p.devices_per_node, ranks);
   }
-  std::vector<std::vector<std::vector<int32_t>>> holders(p.layers.size(), std::vector<std::vector<int32_t>>(size_t(experts)));
-  for (size_t l = 0; l < p.layers.size(); ++l) {
-    const placement::LayerPlacement& lp = p.layers[l];
-    for (size_t s = 0; s < lp.slots.size(); ++s) holders[l][size_t(lp.slots[s])].push_back(lp.devices[s]);
-  }
-  return ExpertMap(std::move(holders), experts, ranks);
+  return ExpertMap(p, experts);
 }
 
 int32_t ExpertMap::rank_for(int64_t layer, int32_t expert, int32_t home, int64_t index) const {

@@ -15,6 +15,7 @@ class ExpertMap {
  public:
   // Each expert once, in contiguous runs: expert e of every layer on rank e * ranks / experts.
   static ExpertMap even(int64_t moe_layers, int64_t experts, int32_t ranks);
+  static placement::Placement even_placement(int64_t moe_layers, int64_t experts, int32_t ranks);
   // Throws moe::Error naming `source` when the placement is invalid or does not fit the
   // model (its layer count is not the model's MoE layer count) or the group (its device
   // count is not the number of ranks).
@@ -22,6 +23,8 @@ class ExpertMap {
                                   const std::string& source);
 
   int32_t ranks() const { return ranks_; }
+  // The placement it was made from (for even(): even_placement()).
+  const placement::Placement& placement() const { return placement_; }
   int64_t layers() const { return int64_t(holders_.size()); }
   int64_t experts() const { return experts_; }
 
@@ -36,8 +39,9 @@ class ExpertMap {
   const std::vector<int32_t>& holders(int64_t layer, int32_t expert) const;
 
  private:
-  ExpertMap(std::vector<std::vector<std::vector<int32_t>>> holders, int64_t experts, int32_t ranks);
+  explicit ExpertMap(placement::Placement p, int64_t experts);
 
+  placement::Placement placement_;
   int64_t experts_ = 0;
   int32_t ranks_ = 1;
   std::vector<std::vector<std::vector<int32_t>>> holders_;  // [layer][expert] -> ranks

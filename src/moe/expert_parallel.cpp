@@ -1,13 +1,18 @@
 #include "moe/expert_parallel.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "core/error.h"
 
 namespace moe {
 
-ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window)
-    : comm_(comm), map_(std::move(map)), load_(map_.layers(), map_.experts(), comm.size(), load_window) {
+ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window, ReplacementOptions replacement)
+    : comm_(comm),
+      map_(std::move(map)),
+      load_(map_.layers(), map_.experts(), comm.size(), load_window),
+      replacement_(replacement) {
   if (map_.ranks() != comm_.size()) {
     fail("the expert map is for {} ranks but the group has {}", map_.ranks(), comm_.size());
   }
@@ -15,16 +20,50 @@ ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window)
 
 bool ExpertParallel::join_step(bool have_tokens) {
   // Every rank ran the same steps, so the load's pending steps and the decisions below are
-  // the same on every rank: the syncs are collectives they all reach together.
-  if (step_open_) load_.end_step();
+  // the same on every rank: the syncs, plans and switches happen at the same step on all.
+  if (step_open_) {
+    load_.end_step();
+    ++steps_;
+  }
   if (load_.sync_due()) load_.sync(comm_);
-  // Each rank adds 1 when it has tokens and kLeaving when it is leaving.
-  constexpr int64_t kLeaving = int64_t(1) << 32;
-  const int64_t sum = comm_.sum_over_ranks((have_tokens ? 1 : 0) + (leaving_ ? kLeaving : 0), "start of a step");
-  everyone_left_ = sum / kLeaving == comm_.size();
-  step_open_ = sum % kLeaving > 0;
+  const bool copied = replacement_.advance(comm_);
+  // Only load recorded since the last plan can change the plan.
+  const bool plan = comm_.rank() == 0 && replacement_.due(LiveReplacement::Clock::now()) &&
+                    load_.synced_steps() > planned_at_;
+  // Summed over the ranks: ranks with tokens, ranks leaving, plans asked for (rank 0's),
+  // ranks whose copies for the plan in progress are done.
+  std::vector<int64_t> v = {have_tokens ? 1 : 0, leaving_ ? 1 : 0, plan ? 1 : 0, copied ? 1 : 0};
+  comm_.sum_each(v, "start of a step");
+  everyone_left_ = v[1] == comm_.size();
+  step_open_ = v[0] > 0;
   if (!step_open_ && load_.has_pending()) load_.sync(comm_);
+  if (v[3] == comm_.size()) {
+    switch_placement();
+  } else if (v[2] > 0) {
+    planned_at_ = load_.synced_steps();
+    const LiveReplacement::Plan p =
+        replacement_.start(load_.window(), map_, comm_.rank(), [this](int64_t l, int32_t e) { return weights(l, e); });
+    if (log_ && p.moves > 0) {
+      log_(fmt::format("ep: re-placement planned at step {}: {} expert copies, balance {:.3f} -> {:.3f} on the last {} steps",
+                       steps_, p.moves, p.balance_before, p.balance_after, load_.window().steps));
+    }
+  }
   return step_open_;
+}
+
+void ExpertParallel::switch_placement() {
+  map_ = replacement_.take_map();
+  for (LiveReplacement::Arrived& a : replacement_.take_arrived()) owned_[{a.layer, a.expert}] = std::move(a.weights);
+  std::erase_if(owned_, [&](const auto& kv) { return !map_.holds(kv.first.first, comm_.rank(), kv.first.second); });
+  ++replacements_;
+  if (log_) log_(fmt::format("ep: re-placement switched in at step {} ({} so far)", steps_, replacements_));
+}
+
+FfnWeights ExpertParallel::weights(int64_t layer, int32_t expert) const {
+  const auto it = owned_.find({layer, expert});
+  if (it != owned_.end()) return it->second.w;
+  if (!source_) fail("expert parallelism: no weights for the routed experts");
+  return source_(layer, expert);
 }
 
 void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool) {
@@ -84,7 +123,7 @@ void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float
       const float w = in.weights[t * k + i];
       const int64_t back = back_row_[size_t(t * k + i)];
       if (back < 0) {
-        runner.add(in.expert(e), int32_t(t), w);
+        runner.add(weights(in.moe_layer, e), int32_t(t), w);
       } else {
         runner.add_external(int32_t(t), w, back_recv_.data() + back * n_embd);
       }
@@ -101,7 +140,7 @@ void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float
            in.moe_layer, e);
     }
     std::memcpy(inputs_.data() + (n + j) * n_embd, p + sizeof(int32_t), sizeof(float) * size_t(n_embd));
-    refs_[size_t(j)] = runner.compute_only(in.expert(e), int32_t(n + j));
+    refs_[size_t(j)] = runner.compute_only(weights(in.moe_layer, e), int32_t(n + j));
   }
   runner.compute(inputs_.data(), n_embd, pool);
   load_.add_computed(n * k - n_send + n_recv);

@@ -13,12 +13,16 @@
 // others, at a step they all agree on (leave()).
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "moe/ep_comm.h"
 #include "moe/expert_load.h"
 #include "moe/expert_map.h"
 #include "moe/ffn_jobs.h"
+#include "moe/live_replacement.h"
 
 namespace moe {
 
@@ -32,19 +36,26 @@ struct MoeLayerInput {
   const int32_t* ids = nullptr;      // [n_tokens, k] routed experts, best first
   const float* weights = nullptr;    // [n_tokens, k]
   int k = 0;
-  std::function<FfnWeights(int32_t)> expert;  // weights of a routed expert this rank holds
-  const FfnWeights* shared = nullptr;         // shared experts, or null
+  const FfnWeights* shared = nullptr;  // shared experts, or null
 };
 
 class ExpertParallel {
  public:
   // The expert load of the last `load_window` steps is kept (expert_load.h).
-  ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window = 1024);
+  ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window = 1024, ReplacementOptions replacement = {});
+
+  // Where the routed experts' weights are (the model file): required before the first step.
+  void set_weight_source(ExpertSource source) { source_ = std::move(source); }
+  // Where to report re-placements (rank 0's are enough); none by default.
+  void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
   int32_t rank() const { return comm_.rank(); }
   int32_t size() const { return comm_.size(); }
   const ExpertMap& map() const { return map_; }
   const ExpertLoadRecorder& load() const { return load_; }
+  // Re-placements switched in, and bytes of expert weights this rank copied for them.
+  uint64_t replacements() const { return replacements_; }
+  uint64_t bytes_moved() const { return replacement_.bytes_moved(); }
 
   // Whether any rank has tokens this step; when so, every rank runs it.
   bool join_step(bool have_tokens);
@@ -57,9 +68,21 @@ class ExpertParallel {
   void run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool);
 
  private:
+  // The weights of a routed expert this rank holds: arrived by copy, else the file's.
+  FfnWeights weights(int64_t layer, int32_t expert) const;
+  // Every rank at the same step: the plan is in place everywhere.
+  void switch_placement();
+
   EpComm& comm_;
   ExpertMap map_;
   ExpertLoadRecorder load_;
+  LiveReplacement replacement_;
+  ExpertSource source_;
+  std::map<std::pair<int64_t, int32_t>, OwnedExpert> owned_;  // (layer, expert) -> weights
+  std::function<void(const std::string&)> log_;
+  uint64_t replacements_ = 0;
+  int64_t steps_ = 0;       // of the group, since the start
+  int64_t planned_at_ = 0;  // synced steps of load when the last plan was made
   bool leaving_ = false;
   bool everyone_left_ = false;
   bool step_open_ = false;  // the last join started a step

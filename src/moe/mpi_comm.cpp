@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <unordered_map>
 #include <cstdlib>
 #include <thread>
 
@@ -12,6 +13,9 @@ namespace moe {
 
 struct MpiComm::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm copies = MPI_COMM_NULL;  // point-to-point weight copies, apart from the collectives
+  std::unordered_map<Transfer, MPI_Request> transfers;
+  Transfer next_transfer = 0;
   // A collective that timed out is still pending: finalizing would wait for it forever.
   bool broken = false;
 
@@ -78,6 +82,8 @@ MpiComm::MpiComm(std::chrono::milliseconds timeout) : timeout_(timeout), impl_(s
   }
   MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm);
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_dup(MPI_COMM_WORLD, &impl_->copies);
+  MPI_Comm_set_errhandler(impl_->copies, MPI_ERRORS_RETURN);
   int r = 0, n = 0;
   MPI_Comm_rank(impl_->comm, &r);
   MPI_Comm_size(impl_->comm, &n);
@@ -86,7 +92,8 @@ MpiComm::MpiComm(std::chrono::milliseconds timeout) : timeout_(timeout), impl_(s
 }
 
 MpiComm::~MpiComm() {
-  if (impl_->broken) return;
+  if (impl_->broken || !impl_->transfers.empty()) return;
+  MPI_Comm_free(&impl_->copies);
   MPI_Comm_free(&impl_->comm);
   MPI_Finalize();
 }
@@ -127,6 +134,31 @@ void MpiComm::sum_each(std::vector<int64_t>& values, const char* what) {
   check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_INT64_T, MPI_SUM, impl_->comm, &request),
         "MPI_Iallreduce");
   impl_->wait(request, timeout_, rank_, what);
+}
+
+EpComm::Transfer MpiComm::start_send(int32_t to, const uint8_t* data, int64_t bytes) {
+  if (bytes < 0 || bytes > INT_MAX) fail("one weight copy of {} bytes is over 2 GiB", bytes);
+  MPI_Request request;
+  check(MPI_Isend(data, int(bytes), MPI_BYTE, to, 0, impl_->copies, &request), "MPI_Isend");
+  impl_->transfers.emplace(impl_->next_transfer, request);
+  return impl_->next_transfer++;
+}
+
+EpComm::Transfer MpiComm::start_recv(int32_t from, uint8_t* data, int64_t bytes) {
+  if (bytes < 0 || bytes > INT_MAX) fail("one weight copy of {} bytes is over 2 GiB", bytes);
+  MPI_Request request;
+  check(MPI_Irecv(data, int(bytes), MPI_BYTE, from, 0, impl_->copies, &request), "MPI_Irecv");
+  impl_->transfers.emplace(impl_->next_transfer, request);
+  return impl_->next_transfer++;
+}
+
+bool MpiComm::done(Transfer t) {
+  const auto it = impl_->transfers.find(t);
+  if (it == impl_->transfers.end()) return true;
+  int flag = 0;
+  check(MPI_Test(&it->second, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  if (flag) impl_->transfers.erase(it);
+  return flag != 0;
 }
 
 }  // namespace moe

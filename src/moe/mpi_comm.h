@@ -30,6 +30,9 @@ class MpiComm final : public EpComm {
                   const std::vector<int64_t>& recv_bytes, const char* what) override;
   int64_t sum_over_ranks(int64_t value, const char* what) override;
   void sum_each(std::vector<int64_t>& values, const char* what) override;
+  Transfer start_send(int32_t to, const uint8_t* data, int64_t bytes) override;
+  Transfer start_recv(int32_t from, uint8_t* data, int64_t bytes) override;
+  bool done(Transfer t) override;
 
  private:
   struct Impl;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/npy.h"
+#include "ep_placements.h"
 #include "support/mpirun.h"
 #include "support/run_cli.h"
 
@@ -76,33 +77,9 @@ TEST(EpGenerate, Qwen3MoeOutputEqualsTheSingleProcess) {
   expect_same_as_single_process(models().qw, "qw", "", {1, 2, 4});
 }
 
-// MoE layers of 8 experts over `ranks` ranks: every expert once, plus replicas of experts
-// 0 and 5 on every rank, and of expert 7 on the rank before its own: rank 0's tokens for
-// expert 7 then spread over two other ranks.
 std::string redundant_placement(int ranks, int moe_layers) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (int l = 0; l < moe_layers; ++l) {
-    nlohmann::json slots = nlohmann::json::array(), devices = nlohmann::json::array();
-    for (int e = 0; e < 8; ++e) {
-      slots.push_back(e);
-      devices.push_back(e * ranks / 8);
-    }
-    for (int r = 0; r < ranks; ++r) {
-      for (const int e : {0, 5}) {
-        if (e * ranks / 8 == r) continue;
-        slots.push_back(e);
-        devices.push_back(r);
-      }
-    }
-    if (ranks > 2) {
-      slots.push_back(7);
-      devices.push_back(ranks - 2);
-    }
-    layers.push_back({{"slots", slots}, {"devices", devices}});
-  }
-  const std::string path = models().dir + "/redundant-" + std::to_string(ranks) + "-" + std::to_string(moe_layers) + ".json";
-  std::ofstream(path) << nlohmann::json{{"nodes", 1}, {"devices_per_node", ranks}, {"layers", layers}}.dump();
-  return path;
+  return testing::write_placement(models().dir + "/redundant-" + std::to_string(ranks) + "-" + std::to_string(moe_layers) + ".json",
+                                  testing::redundant_placement(ranks, moe_layers));
 }
 
 TEST(EpGenerate, RedundantReplicasGiveTheSameOutput) {
@@ -139,6 +116,29 @@ int count(const std::string& text, const std::string& what) {
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
 }
+
+TEST(EpGenerate, LiveRePlacementMidRunKeepsTheOutput) {
+  const std::string dir = models().dir;
+  for (const auto& [model, name, ranks] : {std::tuple{models().ds, "ds", 2}, std::tuple{models().qw, "qw", 4}}) {
+    const std::string placement =
+        testing::write_placement(dir + "/lopsided-" + std::to_string(ranks) + ".json", testing::lopsided_placement(ranks, 2));
+    const std::string args = "generate -m " + model + " --prompt-ids 1,2,3,4,5,6,7,8 -n 160 --ignore-eos --threads 1 --json";
+    const std::string alone_logits = dir + "/" + name + "-live-alone.npy", group_logits = dir + "/" + name + "-live-group.npy";
+    const CliResult alone = run_moengine(args + " --logits-out " + alone_logits, false);
+    ASSERT_EQ(alone.status, 0);
+    // A plan is asked for at every step 2 ms after the last: several switch in mid-run.
+    const std::string log = dir + "/" + name + "-live.log";
+    const CliResult group = run_command(mpirun_moengine(ranks, args + " --ep " + std::to_string(ranks) + " --placement " + placement +
+                                                                    " --replace-interval-s 0.002 --replace-max-moves 4 --logits-out " +
+                                                                    group_logits) +
+                                        " 2>" + log);
+    ASSERT_EQ(group.status, 0) << read_file(log);
+    EXPECT_EQ(group.out, alone.out) << name;
+    EXPECT_EQ(read_file(group_logits), read_file(alone_logits)) << name << ": logits differ";
+    EXPECT_GE(count(read_file(log), "re-placement switched in"), 1) << read_file(log);
+  }
+}
+
 
 TEST(EpGenerate, APlacementThatDoesNotFitIsAnErrorFromEveryRank) {
   const std::string args = "generate -m " + models().ds + " " + kPrompt + " --ep 2 --placement ";

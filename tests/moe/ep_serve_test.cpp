@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/npy.h"
+#include "ep_placements.h"
 #include "support/http_calls.h"
 #include "support/mpirun.h"
 #include "support/run_cli.h"
@@ -125,14 +126,7 @@ void expect_load_recorded(int base, int ranks) {
 
 // Every prompt at every rank at once: each rank batches its own requests while the
 // others' tokens pass through its experts.
-void expect_group_answers_like_one_process(const std::string& model, int ranks, const std::vector<std::string>& extra = {}) {
-  const std::vector<std::string> want = reference(model);
-  const int base = testing::free_port_run(ranks);
-  ASSERT_GT(base, 0);
-  std::vector<std::string> args = {"-m", model, "--port", std::to_string(base), "--threads", "1", "--ep", std::to_string(ranks)};
-  args.insert(args.end(), extra.begin(), extra.end());
-  ServeProcess group(args, testing::test_dir("ep_serve_test") + "/group.log", "serve", testing::mpirun_wrapper(ranks));
-  ASSERT_TRUE(group_ready(base, ranks)) << group.log();
+void expect_answers(int base, int ranks, const std::string& model, const std::vector<std::string>& want) {
   std::vector<std::future<std::string>> answers;
   for (int r = 0; r < ranks; ++r) {
     for (const std::string& p : kPrompts) {
@@ -140,9 +134,11 @@ void expect_group_answers_like_one_process(const std::string& model, int ranks, 
     }
   }
   for (size_t i = 0; i < answers.size(); ++i) EXPECT_EQ(answers[i].get(), want[i % kPrompts.size()]) << "request " << i;
-  expect_load_recorded(base, ranks);
-  // SIGTERM to every rank, as mpirun passes one on (mpirun itself would then exit with
-  // status 1 and kill ranks that take long to stop): they stop together and exit cleanly.
+}
+
+// SIGTERM to every rank, as mpirun passes one on (mpirun itself would then exit with
+// status 1 and kill ranks that take long to stop): they stop together and exit cleanly.
+void expect_clean_stop(ServeProcess& group, int ranks) {
   const std::vector<pid_t> pids = rank_pids(group.pid());
   ASSERT_EQ(pids.size(), size_t(ranks));
   for (const pid_t pid : pids) ::kill(pid, SIGTERM);
@@ -154,9 +150,53 @@ void expect_group_answers_like_one_process(const std::string& model, int ranks, 
   EXPECT_EQ(log.find("error"), std::string::npos) << log;
 }
 
+void expect_group_answers_like_one_process(const std::string& model, int ranks) {
+  const std::vector<std::string> want = reference(model);
+  const int base = testing::free_port_run(ranks);
+  ASSERT_GT(base, 0);
+  ServeProcess group({"-m", model, "--port", std::to_string(base), "--threads", "1", "--ep", std::to_string(ranks)},
+                     testing::test_dir("ep_serve_test") + "/group.log", "serve", testing::mpirun_wrapper(ranks));
+  ASSERT_TRUE(group_ready(base, ranks)) << group.log();
+  expect_answers(base, ranks, model, want);
+  expect_load_recorded(base, ranks);
+  expect_clean_stop(group, ranks);
+}
+
 TEST(EpServe, DeepSeekRanksAnswerLikeOneProcess) { expect_group_answers_like_one_process(model_file("deepseek2"), 2); }
 
 TEST(EpServe, Qwen3MoeFourRanksAnswerLikeOneProcess) { expect_group_answers_like_one_process(model_file("qwen3moe"), 4); }
+
+// From a poor placement, the group re-places its experts while it serves (a plan asked for
+// every 10 ms): answers before and after the switches are a single process's.
+TEST(EpServe, LiveRePlacementWhileServingKeepsTheAnswers) {
+  const std::string model = model_file("deepseek2");
+  const std::vector<std::string> want = reference(model);
+  const std::string placement =
+      testing::write_placement(testing::test_dir("ep_serve_test") + "/lopsided.json", testing::lopsided_placement(2, 2));
+  const int base = testing::free_port_run(2);
+  ASSERT_GT(base, 0);
+  ServeProcess group({"-m", model, "--port", std::to_string(base), "--threads", "1", "--ep", "2", "--placement", placement,
+                      "--replace-interval-s", "0.01", "--replace-max-moves", "4"},
+                     testing::test_dir("ep_serve_test") + "/live.log", "serve", testing::mpirun_wrapper(2));
+  ASSERT_TRUE(group_ready(base, 2)) << group.log();
+  expect_answers(base, 2, model, want);
+  // The idle group goes on joining steps every 2 ms, so the plan made from the recorded
+  // load is copied and switched in without more traffic.
+  double switched = 0;
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  while (switched < 1 && std::chrono::steady_clock::now() < end) {
+    switched = testing::metric(testing::get(url(base), "/metrics").body, "ep_replacements_total");
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(switched, 1) << group.log();
+  const std::string page = testing::get(url(base + 1), "/metrics").body;
+  EXPECT_GE(testing::metric(page, "ep_replacements_total"), 1) << page;
+  EXPECT_GT(testing::metric(testing::get(url(base), "/metrics").body, "ep_expert_bytes_moved_total") +
+                testing::metric(page, "ep_expert_bytes_moved_total"),
+            0);
+  expect_answers(base, 2, model, want);
+  expect_clean_stop(group, 2);
+}
 
 TEST(EpServe, AKilledRankEndsTheGroupWithAnError) {
   const std::string model = model_file("deepseek2");

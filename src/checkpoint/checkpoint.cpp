@@ -100,11 +100,11 @@ std::unique_ptr<GgufFile> open_model_file(const std::string& path, const WeightF
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, const WeightFormat& format,
-                                  const std::function<void(double)>& progress) {
+                                  const std::function<void(double)>& progress, bool read_routed_experts) {
   // An assembled file's weights were just written, and its progress was that writing.
   const bool assembled = is_hf_checkpoint(path);
   std::unique_ptr<GgufFile> file = open_model_file(path, format, progress);
-  return Model::from_file(std::move(file), assembled ? std::function<void(double)>{} : progress);
+  return Model::from_file(std::move(file), assembled ? std::function<void(double)>{} : progress, read_routed_experts);
 }
 
 }  // namespace moe

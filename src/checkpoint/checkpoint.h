@@ -35,7 +35,8 @@ GgufWriter hf_metadata(const HfCheckpoint& ck);
 std::unique_ptr<GgufFile> open_model_file(const std::string& path, const WeightFormat& format,
                                           const std::function<void(double)>& progress = {});
 
+// read_routed_experts as for Model::load.
 std::unique_ptr<Model> load_model(const std::string& path, const WeightFormat& format,
-                                  const std::function<void(double)>& progress = {});
+                                  const std::function<void(double)>& progress = {}, bool read_routed_experts = true);
 
 }  // namespace moe

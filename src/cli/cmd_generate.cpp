@@ -67,7 +67,8 @@ void run(const GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty()) fail("give exactly one of --prompt or --prompt-ids");
   if (a.max_tokens < 1) fail("--max-tokens must be at least 1");
   EpGroup group = join_expert_parallel_group(a.ep);
-  auto model = load_model_with_progress(a.model);
+  // A rank of a group reads only its own experts' weights (attach_expert_parallel).
+  auto model = load_model_with_progress(a.model, !group.comm);
   attach_expert_parallel(group, a.ep, *model);
   const ModelConfig& c = model->config();
   std::optional<Tokenizer> tok;
@@ -80,7 +81,7 @@ void run(const GenerateArgs& a) {
     // Rank 0 runs the prompt; the others compute their experts' share of its steps.
     while (model->step_idle(pool)) {
     }
-    write_expert_trace(group, a.ep);
+    finish_expert_parallel_run(group, a.ep);
     return;
   }
 
@@ -110,7 +111,7 @@ void run(const GenerateArgs& a) {
   }
   const auto t2 = std::chrono::steady_clock::now();
   if (group.ep) group.ep->join_step(false);
-  write_expert_trace(group, a.ep);
+  finish_expert_parallel_run(group, a.ep);
 
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();

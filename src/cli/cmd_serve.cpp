@@ -95,7 +95,8 @@ void run(ServeArgs a) {
     a.engine_id += "-rank" + std::to_string(group.rank());
     if (a.port > 65535 || a.kv_port > 65535) fail("rank {}: --port or --kv-port plus the rank is over 65535", group.rank());
   }
-  auto model = load_model_with_progress(a.model);
+  // A rank of a group reads only its own experts' weights (attach_expert_parallel).
+  auto model = load_model_with_progress(a.model, !group.comm);
   attach_expert_parallel(group, a.ep, *model);
   if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); serve needs one", a.model.path);
   const Tokenizer tok(tokenizer_spec_from_gguf(model->file()));
@@ -189,7 +190,7 @@ void run(ServeArgs a) {
   std::fprintf(stderr, "serve: %s received, shutting down\n", received == SIGINT ? "SIGINT" : "SIGTERM");
   server.stop();
   engine.stop();
-  write_expert_trace(group, a.ep);
+  finish_expert_parallel_run(group, a.ep);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/model_loading.h"
 #include "core/error.h"
 #include "moe/mpi_comm.h"
 #include "placement/placement.h"
@@ -76,10 +77,19 @@ void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Mode
   group.ep = std::make_unique<ExpertParallel>(*group.comm, std::move(map), args.trace_steps, ro);
   if (group.rank() == 0) group.ep->set_log([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
   model.set_expert_parallel(group.ep.get());
+  const uint64_t bytes = group.ep->read_in_own_experts();
+  int64_t held = 0;
+  for (int64_t l = 0; l < moe_layers; ++l) held += int64_t(group.ep->map().experts_on(l, group.rank()).size());
+  std::fprintf(stderr, "ep: rank %d of %d holds %lld expert replicas over %lld MoE layers (%.0f MiB read), %.0f MiB resident\n",
+               group.rank(), group.size(), (long long)held, (long long)moe_layers, double(bytes) / 1048576.0, resident_mib());
 }
 
-void write_expert_trace(const EpGroup& group, const ExpertParallelArgs& args) {
-  if (args.trace_out.empty() || !group.ep || group.rank() != 0) return;
+void finish_expert_parallel_run(const EpGroup& group, const ExpertParallelArgs& args) {
+  if (!group.ep) return;
+  const EpRunSummary summary = group.ep->run_summary();
+  if (group.rank() != 0) return;
+  std::fprintf(stderr, "%s\n", describe(summary).c_str());
+  if (args.trace_out.empty()) return;
   const placement::Trace trace = group.ep->load().window();
   if (trace.steps == 0) {
     std::fprintf(stderr, "expert trace: no step ran; %s not written\n", args.trace_out.c_str());

@@ -37,7 +37,9 @@ struct EpGroup {
 EpGroup join_expert_parallel_group(const ExpertParallelArgs& args);
 // Gives the model its experts' placement over the group (from --placement, else even).
 void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Model& model);
-// Rank 0 writes the group's recorded expert load to --expert-trace-out, when given.
-void write_expert_trace(const EpGroup& group, const ExpertParallelArgs& args);
+// At the end of a run, on every rank of the group together: rank 0 prints the run's summary
+// (step times, re-placements, the load's balance) and writes the group's recorded expert
+// load to --expert-trace-out, when given.
+void finish_expert_parallel_run(const EpGroup& group, const ExpertParallelArgs& args);
 
 }  // namespace moe::cli

@@ -9,10 +9,6 @@
 #include "cli/progress.h"
 
 namespace moe::cli {
-namespace {
-
-// VmRSS of this process in MiB (0 where /proc is not there): what the loaded model holds in
-// memory, mapped file pages included.
 double resident_mib() {
   std::FILE* f = std::fopen("/proc/self/status", "r");
   if (!f) return 0.0;
@@ -23,8 +19,6 @@ double resident_mib() {
   std::fclose(f);
   return double(kib) / 1024.0;
 }
-
-}  // namespace
 
 void add_model_options(CLI::App& cmd, ModelArgs& args) {
   cmd.add_option("--model,-m", args.path,
@@ -37,15 +31,15 @@ void add_model_options(CLI::App& cmd, ModelArgs& args) {
       ->capture_default_str();
 }
 
-std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args) {
+std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args, bool read_routed_experts) {
   const WeightFormat format = parse_weight_format(args.weight_type);
   const auto start = std::chrono::steady_clock::now();
   const bool converting = is_hf_checkpoint(args.path);
   ProgressBar bar((converting ? "loading checkpoint " : "loading ") + args.path);
-  auto model = load_model(args.path, format, [&](double f) { bar.update(f); });
+  auto model = load_model(args.path, format, [&](double f) { bar.update(f); }, read_routed_experts);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident",
-                       double(model->total_weight_bytes()) / 1048576.0, secs, resident_mib()));
+  bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident{}", double(model->total_weight_bytes()) / 1048576.0,
+                       secs, resident_mib(), read_routed_experts ? "" : " (routed experts not read yet)"));
   std::fprintf(stderr, "model: %s\n", model->config().summary().c_str());
   return model;
 }

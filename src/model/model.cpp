@@ -6,24 +6,35 @@
 
 namespace moe {
 
-std::unique_ptr<Model> Model::load(const std::string& path, const std::function<void(double)>& progress) {
-  return from_file(std::make_unique<GgufFile>(path), progress);
+namespace {
+
+// The routed experts' stacked weights (blk.N.ffn_{gate,up,down}_exps.weight).
+bool routed_experts(const std::string& tensor) { return tensor.find("_exps.") != std::string::npos; }
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path, const std::function<void(double)>& progress,
+                                   bool read_routed_experts) {
+  return from_file(std::make_unique<GgufFile>(path), progress, read_routed_experts);
 }
 
-std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const std::function<void(double)>& progress) {
+std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const std::function<void(double)>& progress,
+                                        bool read_routed_experts) {
   ModelConfig config = ModelConfig::from_gguf(*file);
   const GgufFile& f = *file;
   std::unique_ptr<Model> model =
       config.arch == Arch::Deepseek2 ? make_deepseek2(std::move(file), config) : make_qwen3_moe(std::move(file), config);
 
   // Read every weight page now, so the first request does not pay for the disk and the
-  // user sees progress while a large file comes in.
-  f.prefetch();
+  // user sees progress while a large file comes in. Pages only touched stay out of this
+  // process's memory (the page cache holds them for whichever process maps them).
+  if (read_routed_experts) f.prefetch();
   const auto& tensors = f.tensors();
   uint64_t total = 0, done = 0;
-  for (const auto& t : tensors) total += t.n_bytes;
+  for (const auto& t : tensors) total += read_routed_experts || !routed_experts(t.name) ? t.n_bytes : 0;
   volatile uint8_t sink = 0;
   for (const auto& t : tensors) {
+    if (!read_routed_experts && routed_experts(t.name)) continue;
     const size_t parts = t.slices.empty() ? 1 : t.slices.size();
     for (size_t s = 0; s < parts; ++s) {
       const uint8_t* p = t.slices.empty() ? f.tensor_data(t) : t.slices[s];

@@ -40,13 +40,14 @@ class Model {
   virtual ~Model() = default;
 
   // Maps the file, checks metadata and every tensor's shape and type. progress(fraction)
-  // is called while weights are read in.
-  static std::unique_ptr<Model> load(const std::string& path,
-                                     const std::function<void(double)>& progress = {});
+  // is called while weights are read in: all of them, or all but the routed experts' (an
+  // expert-parallel rank reads only its own, once it knows which: ExpertParallel).
+  static std::unique_ptr<Model> load(const std::string& path, const std::function<void(double)>& progress = {},
+                                     bool read_routed_experts = true);
   // The same for a model file already open (a GGUF file, or one assembled from a Hugging
   // Face checkpoint).
-  static std::unique_ptr<Model> from_file(std::unique_ptr<GgufFile> file,
-                                          const std::function<void(double)>& progress = {});
+  static std::unique_ptr<Model> from_file(std::unique_ptr<GgufFile> file, const std::function<void(double)>& progress = {},
+                                          bool read_routed_experts = true);
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }

@@ -12,9 +12,9 @@ ExpertLoadRecorder::ExpertLoadRecorder(int64_t layers, int64_t experts, int32_t 
       ranks_(ranks),
       capacity_(capacity),
       routed_(size_t(kSyncSteps * layers * experts), 0),
-      computed_(size_t(kSyncSteps), 0),
+      computed_(size_t(kSyncSteps * layers), 0),
       load_(size_t(capacity * layers * experts), 0.0f),
-      rank_computed_(size_t(capacity * ranks), 0) {
+      rank_computed_(size_t(capacity * layers * ranks), 0) {
   if (capacity < 1) fail("the expert-load window must hold at least one step");
 }
 
@@ -23,8 +23,8 @@ void ExpertLoadRecorder::add_routed(int64_t layer, const int32_t* experts, int64
   for (int64_t i = 0; i < n; ++i) ++row[experts[i]];
 }
 
-void ExpertLoadRecorder::add_computed(int64_t pairs) {
-  computed_[size_t(pending_)] += pairs;
+void ExpertLoadRecorder::add_computed(int64_t layer, int64_t pairs) {
+  computed_[size_t(pending_ * layers_ + layer)] += pairs;
   computed_total_ += uint64_t(pairs);
 }
 
@@ -35,8 +35,11 @@ void ExpertLoadRecorder::sync(EpComm& comm) {
   const int64_t n = pending_;
   std::vector<int64_t> routed(routed_.begin(), routed_.begin() + n * layers_ * experts_);
   comm.sum_each(routed, "expert-load sync");
-  std::vector<int64_t> computed(size_t(n * ranks_), 0);
-  for (int64_t t = 0; t < n; ++t) computed[size_t(t * ranks_ + comm.rank())] = computed_[size_t(t)];
+  const int64_t per_step = layers_ * ranks_;
+  std::vector<int64_t> computed(size_t(n * per_step), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t l = 0; l < layers_; ++l) computed[size_t(t * per_step + l * ranks_ + comm.rank())] = computed_[size_t(t * layers_ + l)];
+  }
   comm.sum_each(computed, "expert-load sync");
   std::fill(routed_.begin(), routed_.end(), 0);
   std::fill(computed_.begin(), computed_.end(), 0);
@@ -48,7 +51,7 @@ void ExpertLoadRecorder::sync(EpComm& comm) {
   for (int64_t t = 0; t < n; ++t) {
     const int64_t slot = (head_ + filled_) % capacity_;
     std::copy_n(routed.begin() + t * row, row, load_.begin() + slot * row);
-    std::copy_n(computed.begin() + t * ranks_, ranks_, rank_computed_.begin() + slot * ranks_);
+    std::copy_n(computed.begin() + t * per_step, per_step, rank_computed_.begin() + slot * per_step);
     if (filled_ < capacity_) {
       ++filled_;
     } else {
@@ -71,6 +74,16 @@ placement::Trace ExpertLoadRecorder::window() const {
   return t;
 }
 
+std::vector<std::vector<int64_t>> ExpertLoadRecorder::rank_pairs() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(filled_));
+  for (int64_t i = 0; i < filled_; ++i) {
+    const auto row = rank_computed_.begin() + ((head_ + i) % capacity_) * layers_ * ranks_;
+    out[size_t(i)].assign(row, row + layers_ * ranks_);
+  }
+  return out;
+}
+
 int64_t ExpertLoadRecorder::synced_steps() const {
   std::lock_guard lock(mu_);
   return synced_;
@@ -80,16 +93,26 @@ uint64_t ExpertLoadRecorder::computed_total() const { return computed_total_; }
 
 double ExpertLoadRecorder::imbalance() const {
   std::lock_guard lock(mu_);
-  std::vector<int64_t> per_rank(size_t(ranks_), 0);
+  std::vector<int64_t> sums(size_t(layers_ * ranks_), 0);
   for (int64_t i = 0; i < filled_; ++i) {
-    for (int32_t r = 0; r < ranks_; ++r) per_rank[size_t(r)] += rank_computed_[size_t(((head_ + i) % capacity_) * ranks_ + r)];
+    const int64_t* row = rank_computed_.data() + ((head_ + i) % capacity_) * layers_ * ranks_;
+    for (size_t j = 0; j < sums.size(); ++j) sums[j] += row[j];
   }
-  int64_t total = 0, most = 0;
-  for (const int64_t v : per_rank) {
-    total += v;
-    most = std::max(most, v);
+  return layer_imbalance(sums, layers_, ranks_);
+}
+
+double layer_imbalance(const std::vector<int64_t>& pairs, int64_t layers, int32_t ranks) {
+  double peaks = 0, means = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    int64_t total = 0, most = 0;
+    for (int32_t r = 0; r < ranks; ++r) {
+      total += pairs[size_t(l * ranks + r)];
+      most = std::max(most, pairs[size_t(l * ranks + r)]);
+    }
+    peaks += double(most);
+    means += double(total) / double(ranks);
   }
-  return total == 0 ? 0.0 : double(most) * double(ranks_) / double(total);
+  return means == 0 ? 0.0 : peaks / means;
 }
 
 }  // namespace moe

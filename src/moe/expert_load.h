@@ -26,7 +26,7 @@ class ExpertLoadRecorder {
   // This rank's share of the step running: `n` experts chosen by its tokens in `layer`, and
   // pairs computed here for any rank's tokens.
   void add_routed(int64_t layer, const int32_t* experts, int64_t n);
-  void add_computed(int64_t pairs);
+  void add_computed(int64_t layer, int64_t pairs);
   // The step ended (on every rank at the same step of the group).
   void end_step();
   bool sync_due() const { return pending_ >= kSyncSteps; }
@@ -37,9 +37,14 @@ class ExpertLoadRecorder {
 
   // The group's load over the window, oldest step first: f32 [steps, layers, experts].
   placement::Trace window() const;
+  // Over the window, oldest step first: the pairs each rank computed in each layer,
+  // [steps][layers * ranks].
+  std::vector<std::vector<int64_t>> rank_pairs() const;
+  int32_t ranks() const { return ranks_; }
   // Pairs this rank's experts computed, for any rank's requests, since the start.
   uint64_t computed_total() const;
-  // Over the window: the busiest rank's computed pairs over the mean rank's; 0 before any.
+  // Over the window: the layers' busiest ranks' computed pairs over their mean ranks' (each
+  // layer waits for its busiest rank); 1 is even, 0 before any.
   double imbalance() const;
   // Steps synced since the start (the window holds the last `capacity` of them).
   int64_t synced_steps() const;
@@ -53,14 +58,18 @@ class ExpertLoadRecorder {
   // Engine thread: this rank's counts of the steps not yet synced.
   int64_t pending_ = 0;
   std::vector<int64_t> routed_;    // [kSyncSteps, layers, experts]
-  std::vector<int64_t> computed_;  // [kSyncSteps]: this rank's pairs per step
+  std::vector<int64_t> computed_;  // [kSyncSteps, layers]: this rank's pairs
 
   std::atomic<uint64_t> computed_total_{0};
   mutable std::mutex mu_;
   // Rings of the group's synced steps: `filled_` of them, the oldest at `head_`.
   std::vector<float> load_;                  // [capacity, layers, experts]
-  std::vector<int64_t> rank_computed_;       // [capacity, ranks]
+  std::vector<int64_t> rank_computed_;       // [capacity, layers, ranks]
   int64_t head_ = 0, filled_ = 0, synced_ = 0;
 };
+
+// Pairs computed per layer and rank, [layers * ranks], summed over steps: the sum over layers
+// of the busiest rank's pairs over the sum of the mean rank's (0 when there are none).
+double layer_imbalance(const std::vector<int64_t>& pairs, int64_t layers, int32_t ranks);
 
 }  // namespace moe

@@ -21,14 +21,19 @@ ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window,
 bool ExpertParallel::join_step(bool have_tokens) {
   // Every rank ran the same steps, so the load's pending steps and the decisions below are
   // the same on every rank: the syncs, plans and switches happen at the same step on all.
+  const auto now = LiveReplacement::Clock::now();
   if (step_open_) {
     load_.end_step();
     ++steps_;
+    constexpr size_t kMaxRecords = size_t(1) << 20;
+    if (step_records_.size() < kMaxRecords) {
+      step_records_.push_back({std::chrono::duration<double, std::milli>(now - step_started_).count(), copying_});
+    }
   }
   if (load_.sync_due()) load_.sync(comm_);
   const bool copied = replacement_.advance(comm_);
   // Only load recorded since the last plan can change the plan.
-  const bool plan = comm_.rank() == 0 && replacement_.due(LiveReplacement::Clock::now()) &&
+  const bool plan = comm_.rank() == 0 && replacement_.due(now) &&
                     load_.synced_steps() > planned_at_;
   // Summed over the ranks: ranks with tokens, ranks leaving, plans asked for (rank 0's),
   // ranks whose copies for the plan in progress are done.
@@ -48,7 +53,15 @@ bool ExpertParallel::join_step(bool have_tokens) {
                        steps_, p.moves, p.balance_before, p.balance_after, load_.window().steps));
     }
   }
+  step_started_ = LiveReplacement::Clock::now();
+  copying_ = replacement_.in_progress();
   return step_open_;
+}
+
+EpRunSummary ExpertParallel::run_summary() {
+  // Each copy was counted by its sender and its receiver.
+  const int64_t moved = comm_.sum_over_ranks(int64_t(bytes_moved()), "run summary") / 2;
+  return summarize_run(step_records_, switch_steps_, load_.rank_pairs(), load_.layers(), load_.ranks(), uint64_t(moved));
 }
 
 void ExpertParallel::switch_placement() {
@@ -56,7 +69,26 @@ void ExpertParallel::switch_placement() {
   for (LiveReplacement::Arrived& a : replacement_.take_arrived()) owned_[{a.layer, a.expert}] = std::move(a.weights);
   std::erase_if(owned_, [&](const auto& kv) { return !map_.holds(kv.first.first, comm_.rank(), kv.first.second); });
   ++replacements_;
+  switch_steps_.push_back(steps_);
   if (log_) log_(fmt::format("ep: re-placement switched in at step {} ({} so far)", steps_, replacements_));
+}
+
+uint64_t ExpertParallel::read_in_own_experts() const {
+  uint64_t bytes = 0;
+  volatile uint8_t sink = 0;
+  for (int64_t l = 0; l < map_.layers(); ++l) {
+    for (const int32_t e : map_.experts_on(l, comm_.rank())) {
+      const FfnWeights w = weights(l, e);
+      for (const QMatrix* m : {&w.gate, &w.up, &w.down}) {
+        const size_t n = size_t(m->rows) * m->row_stride;
+        const uint8_t* p = static_cast<const uint8_t*>(m->data);
+        for (size_t off = 0; off < n; off += 4096) sink = sink + p[off];
+        if (n > 0) sink = sink + p[n - 1];
+        bytes += n;
+      }
+    }
+  }
+  return bytes;
 }
 
 FfnWeights ExpertParallel::weights(int64_t layer, int32_t expert) const {
@@ -143,7 +175,7 @@ void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float
     refs_[size_t(j)] = runner.compute_only(weights(in.moe_layer, e), int32_t(n + j));
   }
   runner.compute(inputs_.data(), n_embd, pool);
-  load_.add_computed(n * k - n_send + n_recv);
+  load_.add_computed(in.moe_layer, n * k - n_send + n_recv);
 
   back_send_.resize(size_t(n_recv * n_embd));
   for (int64_t j = 0; j < n_recv; ++j) {

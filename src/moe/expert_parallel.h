@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "moe/ep_comm.h"
+#include "moe/ep_step_stats.h"
 #include "moe/expert_load.h"
 #include "moe/expert_map.h"
 #include "moe/ffn_jobs.h"
@@ -46,6 +47,9 @@ class ExpertParallel {
 
   // Where the routed experts' weights are (the model file): required before the first step.
   void set_weight_source(ExpertSource source) { source_ = std::move(source); }
+  // Reads the weights of the experts this rank holds into memory, so the first steps do not
+  // wait on the disk; the others' pages are never touched here. Returns the bytes read.
+  uint64_t read_in_own_experts() const;
   // Where to report re-placements (rank 0's are enough); none by default.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
@@ -56,6 +60,9 @@ class ExpertParallel {
   // Re-placements switched in, and bytes of expert weights this rank copied for them.
   uint64_t replacements() const { return replacements_; }
   uint64_t bytes_moved() const { return replacement_.bytes_moved(); }
+  // The run so far: step times, re-placements, the load's balance before and after them. A
+  // collective (it adds up the bytes every rank moved): every rank calls it at the same step.
+  EpRunSummary run_summary();
 
   // Whether any rank has tokens this step; when so, every rank runs it.
   bool join_step(bool have_tokens);
@@ -82,6 +89,10 @@ class ExpertParallel {
   std::function<void(const std::string&)> log_;
   uint64_t replacements_ = 0;
   int64_t steps_ = 0;       // of the group, since the start
+  std::vector<EpStepRecord> step_records_;
+  std::vector<int64_t> switch_steps_;
+  LiveReplacement::Clock::time_point step_started_;
+  bool copying_ = false;  // during the step running
   int64_t planned_at_ = 0;  // synced steps of load when the last plan was made
   bool leaving_ = false;
   bool everyone_left_ = false;

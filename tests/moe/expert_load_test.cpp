@@ -1,5 +1,6 @@
 // The expert-load recorder's window: steps kept oldest first, the oldest dropped past the
-// capacity, steps recorded but not yet synced left out of it, and the computed pairs.
+// capacity, steps recorded but not yet synced left out of it, the computed pairs and how
+// unevenly the ranks computed them.
 #include "moe/expert_load.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +17,8 @@ TEST(ExpertLoadRecorder, TheWindowKeepsTheLastStepsInOrder) {
     const int32_t l1[] = {1, 1};
     rec.add_routed(0, l0, 2);
     rec.add_routed(1, l1, 2);
-    rec.add_computed(4);
+    rec.add_computed(0, 2);
+    rec.add_computed(1, 2);
     rec.end_step();
   }
   EXPECT_EQ(rec.window().steps, 0);  // nothing synced yet
@@ -42,6 +44,12 @@ TEST(ExpertLoadRecorder, SyncsAreDueEverySixteenSteps) {
   }
   EXPECT_TRUE(rec.sync_due());
   EXPECT_EQ(rec.imbalance(), 0.0);
+}
+
+TEST(ExpertLoadRecorder, ImbalanceIsTheLayersPeaksOverTheirMeans) {
+  // Layer 0: ranks carry 3 and 1; layer 1: 2 and 2. Peaks 3 + 2, means 2 + 2.
+  EXPECT_DOUBLE_EQ(layer_imbalance({3, 1, 2, 2}, 2, 2), 5.0 / 4.0);
+  EXPECT_DOUBLE_EQ(layer_imbalance({0, 0, 0, 0}, 2, 2), 0.0);
 }
 
 }  // namespace

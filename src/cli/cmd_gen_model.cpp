@@ -27,6 +27,8 @@ struct GenArgs {
   std::string gating = "v3";
   bool no_q_lora = false;
   float yarn = 0.0f;
+  float expert_skew = 0.0f;
+  int64_t skew_by_token = 0;
 };
 
 void run(const GenArgs& a) {
@@ -65,6 +67,8 @@ void run(const GenArgs& a) {
   g.v3_gating = a.gating == "v3";
   if (a.no_q_lora) g.q_lora_rank = 0;
   g.yarn_factor = a.yarn;
+  g.expert_skew = a.expert_skew;
+  g.skew_token_groups = a.skew_by_token;
   g.name += "-" + type;
 
   std::fprintf(stderr, "gen-model: %s, %.2fB parameters (%.2fB active per token), type %s, seed %llu\n",
@@ -92,6 +96,8 @@ void register_gen_model(CLI::App& app) {
       "  moengine gen-model --arch deepseek2 --preset mid --type q8_0 --out mid-q8_0.gguf\n"
       "  moengine gen-model --arch deepseek2 --preset tiny --tokenizer deepseek/tokenizer.json --out tiny-dsvocab.gguf\n"
       "  moengine gen-model --arch deepseek2 --preset tiny --format hf --type fp8 --out tiny-fp8/\n"
+      "  moengine gen-model --arch qwen3moe --preset tiny --expert-skew 1.2 --out qwen-tiny-skew.gguf\n"
+      "  moengine gen-model --arch deepseek2 --preset tiny --expert-skew-by-token 2 --out tiny-bytoken.gguf\n"
       "The same options and seed always give the same bytes.");
   cmd->add_option("--arch", args->arch, "Architecture: deepseek2 or qwen3moe")->capture_default_str();
   cmd->add_option("--preset", args->preset,
@@ -122,6 +128,18 @@ void register_gen_model(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-q-lora", args->no_q_lora, "deepseek2: project queries directly (V2-Lite)");
   cmd->add_option("--yarn", args->yarn, "deepseek2: write YaRN rope scaling with this factor");
+  cmd->add_option("--expert-skew", args->expert_skew,
+                  "Skewed expert load, S >= 0 (default 0: none). Each MoE layer ranks its experts in a seeded random "
+                  "order and top-k selection favours the expert of rank r about as (r+1)^-S, a Zipf law: at 1.2 the "
+                  "hottest expert takes about 2.5x the mean load with 8 experts top-2, 7-10x with 64. deepseek2 v3 "
+                  "gating does it through exp_probs_b.bias; qwen3moe and deepseek2 v2, which have no bias, through a "
+                  "routing channel, a residual coordinate that every token embedding sets and only the routers read")
+      ->capture_default_str();
+  cmd->add_option("--expert-skew-by-token", args->skew_by_token,
+                  "Expert load that follows the prompt, G from 2 to the expert count (default 0: off). The vocabulary "
+                  "splits into G contiguous id ranges and each MoE layer's experts into G contiguous groups; tokens of "
+                  "range g pick experts of group g (nearly all of them in the first MoE layers, fewer in deep "
+                  "deepseek2 models), through one routing channel per range");
   cmd->callback([args] { run(*args); });
 }
 

@@ -1,12 +1,15 @@
 #include "gen/gen_model.h"
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
 #include "checkpoint/hf_export.h"
 #include "checkpoint/weight_format.h"
 #include "core/thread_pool.h"
+#include "gen/gen_random.h"
+#include "gen/router_skew.h"
 #include "kernels/quant.h"
 #include "model/gguf.h"
 #include "tokenizer/synthetic_vocab.h"
@@ -20,25 +23,13 @@ struct GenTensor {
   std::string name;
   std::vector<int64_t> ne;
   Init init;
+  int64_t layer = -1;  // the block a router or router bias belongs to
 };
-
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t name_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 // One row of a tensor's values; rows are independent streams so they can be made in
 // parallel and the file does not depend on the thread count.
 void fill_row(const GenTensor& t, uint64_t seed, int64_t row, float* out) {
-  uint64_t s = seed ^ name_hash(t.name) ^ (uint64_t(row) * 0xd1b54a32d192ed03ull);
+  uint64_t s = seed ^ gen::name_hash(t.name) ^ (uint64_t(row) * 0xd1b54a32d192ed03ull);
   const int64_t n = t.ne[0];
   const float fan_in = float(n);
   float scale = 0.0f, offset = 0.0f;
@@ -50,9 +41,38 @@ void fill_row(const GenTensor& t, uint64_t seed, int64_t row, float* out) {
     case Init::Router: scale = 2.0f * std::sqrt(3.0f / fan_in); break;
     case Init::Bias: scale = 0.05f; break;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const float u = float(splitmix(s) >> 40) * (1.0f / 8388608.0f) - 1.0f;  // [-1, 1)
-    out[i] = offset + scale * u;
+  for (int64_t i = 0; i < n; ++i) out[i] = offset + scale * gen::uniform_pm1(s);
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string x = suffix;
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+bool writes_residual(const GenTensor& t) {
+  return t.name.find("attn_output") != std::string::npos || t.name.find("ffn_down") != std::string::npos;
+}
+
+bool is_residual_norm(const GenTensor& t) {
+  return t.name == "output_norm.weight" || ends_with(t.name, ".attn_norm.weight") || ends_with(t.name, ".ffn_norm.weight");
+}
+
+// Skewed routing edits the embedding, the routers, the norms of the residual stream and the
+// matrices that read or write it (see router_skew.h). A matrix with n_embd inputs that does
+// not write the residual reads it: the attention's inner matrices have other widths.
+void skew_row(const RouterSkew& skew, const GenTensor& t, int64_t n_embd, int64_t row, float* out) {
+  switch (t.init) {
+    case Init::Embedding: skew.edit_embedding_row(row, out); return;
+    case Init::Router: skew.edit_router_row(t.layer, row, out); return;
+    case Init::Bias: skew.edit_bias(t.layer, out); return;
+    case Init::Norm:
+      if (is_residual_norm(t)) skew.edit_norm_row(out);
+      return;
+    case Init::Matrix:
+    case Init::Output:
+      if (writes_residual(t)) skew.edit_writer_row(row % t.ne[1], out, t.ne[0]);
+      else if (t.ne[0] == n_embd) skew.edit_reader_row(out);
+      return;
   }
 }
 
@@ -98,8 +118,8 @@ std::vector<GenTensor> tensor_list(const GenSpec& g) {
       ts.push_back({p + "ffn_down.weight", {g.n_ff_dense, g.n_embd}, Init::Matrix});
       continue;
     }
-    ts.push_back({p + "ffn_gate_inp.weight", {g.n_embd, g.n_experts}, Init::Router});
-    if (g.arch == Arch::Deepseek2 && g.v3_gating) ts.push_back({p + "exp_probs_b.bias", {g.n_experts}, Init::Bias});
+    ts.push_back({p + "ffn_gate_inp.weight", {g.n_embd, g.n_experts}, Init::Router, l});
+    if (g.arch == Arch::Deepseek2 && g.v3_gating) ts.push_back({p + "exp_probs_b.bias", {g.n_experts}, Init::Bias, l});
     ts.push_back({p + "ffn_gate_exps.weight", {g.n_embd, g.n_ff_expert, g.n_experts}, Init::Matrix});
     ts.push_back({p + "ffn_up_exps.weight", {g.n_embd, g.n_ff_expert, g.n_experts}, Init::Matrix});
     ts.push_back({p + "ffn_down_exps.weight", {g.n_ff_expert, g.n_embd, g.n_experts}, Init::Matrix});
@@ -111,11 +131,6 @@ std::vector<GenTensor> tensor_list(const GenSpec& g) {
     }
   }
   return ts;
-}
-
-bool ends_with(const std::string& s, const char* suffix) {
-  const std::string x = suffix;
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
 void write_metadata(const GenSpec& g, GgufWriter& w) {
@@ -202,6 +217,7 @@ void check_spec(const GenSpec& g) {
     fail("gen-model: {} expert groups ({} used) do not fit {} experts top-{}", g.n_group, g.topk_group, g.n_experts,
          g.n_used);
   }
+  check_router_skew(g);
 }
 
 }  // namespace
@@ -287,9 +303,10 @@ GgufWriter generated_model(const GenSpec& g, ThreadPool& pool) {
   check_spec(g);
   GgufWriter w;
   write_metadata(g, w);
+  auto skew = std::make_shared<const RouterSkew>(g);
   for (const GenTensor& t : tensor_list(g)) {
     const GgmlType type = gen_tensor_type(g, t.name, t.ne[0]);
-    w.add_tensor(t.name, type, t.ne, [g, t, type, &pool](uint8_t* dst, size_t) {
+    w.add_tensor(t.name, type, t.ne, [g, t, type, skew, &pool](uint8_t* dst, size_t) {
       int64_t rows = 1;
       for (size_t i = 1; i < t.ne.size(); ++i) rows *= t.ne[i];
       const size_t rb = row_bytes(type, t.ne[0]);
@@ -297,6 +314,7 @@ GgufWriter generated_model(const GenSpec& g, ThreadPool& pool) {
         std::vector<float> row(size_t(t.ne[0]));
         for (int64_t r = b; r < e; ++r) {
           fill_row(t, g.seed, r, row.data());
+          if (skew->active()) skew_row(*skew, t, g.n_embd, r, row.data());
           quantize_row(type, row.data(), dst + size_t(r) * rb, t.ne[0]);
         }
       });

@@ -45,6 +45,10 @@ struct GenSpec {
   int64_t n_group = 4;
   int64_t topk_group = 2;
   float routed_scale = 2.5f;
+  // Skewed routing (gen/router_skew.h); the defaults leave routing as even as random
+  // weights make it, and the file as without these fields.
+  float expert_skew = 0.0f;         // Zipf exponent of each MoE layer's expert popularity
+  int64_t skew_token_groups = 0;    // >= 2: experts follow the vocabulary range of the token
 
   // Storage type of the weight matrices: a single type, or the "q4_K_M" mix.
   GgmlType type = GgmlType::F32;

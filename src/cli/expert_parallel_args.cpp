@@ -37,6 +37,11 @@ void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args) {
   cmd.add_option("--replace-max-moves", args.replace_max_moves, "Expert copies one re-placement may make")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
+  cmd.add_option("--replace-target-balance", args.replace_target_balance,
+                 "A re-placement moves nothing once the recorded load's planning balance (mean over busiest device "
+                 "load, docs/placement.md) reaches this")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 }
 
 EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
@@ -74,6 +79,7 @@ void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Mode
   ReplacementOptions ro;
   ro.interval = std::chrono::duration<double>(args.replace_interval_s);
   ro.max_moves = args.replace_max_moves;
+  ro.target_balance = args.replace_target_balance;
   group.ep = std::make_unique<ExpertParallel>(*group.comm, std::move(map), args.trace_steps, ro);
   if (group.rank() == 0) group.ep->set_log([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
   model.set_expert_parallel(group.ep.get());

@@ -19,6 +19,7 @@ struct ExpertParallelArgs {
   int64_t trace_steps = 1024;
   double replace_interval_s = 0;
   int64_t replace_max_moves = 16;
+  double replace_target_balance = 0.97;
 };
 
 void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args);

@@ -47,6 +47,7 @@ LiveReplacement::Plan LiveReplacement::start(const placement::Trace& window, con
   const placement::LoadMatrix load = placement::window_load(window, {0, window.steps});
   placement::IncrementalOptions io;
   io.max_moves = options_.max_moves;
+  io.target_balance = options_.target_balance;
   const placement::IncrementalResult r = placement::plan_incremental(load, current.placement(), io);
   Plan plan{r.moves, r.balance_before, r.balance_after};
   if (r.moves == 0) return plan;

@@ -24,6 +24,9 @@ namespace moe {
 struct ReplacementOptions {
   std::chrono::duration<double> interval{0};  // between plans; 0: never
   int64_t max_moves = 16;                     // expert copies per plan
+  // A plan stops once the window's planning balance (placement.md) reaches this: moves that
+  // would only polish an already even placement are not worth their copies.
+  double target_balance = 0.97;
   int64_t chunk_bytes = int64_t(1) << 20;     // one message of a copy
   size_t in_flight = 4;                       // chunks outstanding per direction
 };

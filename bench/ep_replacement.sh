@@ -20,7 +20,9 @@
 # env: MODEL (models/mid5-skew-q8_0.gguf: made if missing with gen-model --preset mid
 #      --layers 5 --type q8_0 --expert-skew SKEW), SKEW (1.0), RANKS (4), SPARE (2),
 #      DURATION (60 s), INTERVAL (10 s), MAX_MOVES (32), INPUT_LEN (64), OUTPUT_LEN (64),
-#      CONCURRENCY (4 per rank), PORT (18600: ranks on PORT..PORT+RANKS-1),
+#      CONCURRENCY (4 per rank), NUM_PROMPTS (per rank; 100000: new requests for the whole
+#      DURATION; CONCURRENCY with a long OUTPUT_LEN: decode only after the first steps),
+#      PORT (18600: ranks on PORT..PORT+RANKS-1),
 #      MOENGINE (build/moengine), OUT_DIR (.cache/bench-ep/<UTC time>)
 set -euo pipefail
 
@@ -35,6 +37,7 @@ MAX_MOVES=${MAX_MOVES:-32}
 INPUT_LEN=${INPUT_LEN:-64}
 OUTPUT_LEN=${OUTPUT_LEN:-64}
 CONCURRENCY=${CONCURRENCY:-4}
+NUM_PROMPTS=${NUM_PROMPTS:-100000}
 PORT=${PORT:-18600}
 MOENGINE=${MOENGINE:-$ROOT/build/moengine}
 OUT_DIR=${OUT_DIR:-$ROOT/.cache/bench-ep/$(date -u +%Y%m%d-%H%M%S)}
@@ -85,7 +88,7 @@ run_phase() {  # NAME, extra serve args...
   local clients=()
   for r in $(seq 0 $((RANKS - 1))); do
     timeout "$DURATION" "$MOENGINE" bench serve --base-url "http://127.0.0.1:$((PORT + r))" --model m --dataset random \
-      --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --ignore-eos --num-prompts 100000 \
+      --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --ignore-eos --num-prompts "$NUM_PROMPTS" \
       --max-concurrency "$CONCURRENCY" --seed "$r" --json >"$OUT_DIR/$name-client$r.json" 2>/dev/null &
     clients+=($!)
   done

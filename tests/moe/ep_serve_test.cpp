@@ -166,6 +166,8 @@ TEST(EpServe, DeepSeekRanksAnswerLikeOneProcess) { expect_group_answers_like_one
 
 TEST(EpServe, Qwen3MoeFourRanksAnswerLikeOneProcess) { expect_group_answers_like_one_process(model_file("qwen3moe"), 4); }
 
+TEST(EpServe, Qwen3MoeOneRankAnswersLikeOneProcess) { expect_group_answers_like_one_process(model_file("qwen3moe"), 1); }
+
 // From a poor placement, the group re-places its experts while it serves (a plan asked for
 // every 10 ms): answers before and after the switches are a single process's.
 TEST(EpServe, LiveRePlacementWhileServingKeepsTheAnswers) {

@@ -44,6 +44,25 @@ void add_expert_parallel_options(CLI::App& cmd, ExpertParallelArgs& args) {
       ->capture_default_str();
 }
 
+namespace {
+
+// Every rank meets the same bad argument (they all read the same command line and files):
+// each says so, then waits (a little) for the others to say it too before exiting, since
+// the first rank to exit makes mpirun stop the rest.
+template <typename F>
+auto on_every_rank(EpComm& comm, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (comm.size() == 1) throw;
+    std::fprintf(stderr, "error: rank %d: %s\n", comm.rank(), e.what());
+    comm.meet_within(std::chrono::seconds(5));
+    throw ReportedError(e.what());
+  }
+}
+
+}  // namespace
+
 EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
   EpGroup g;
   if (args.ep == 0) {
@@ -62,7 +81,9 @@ EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
   }
   const auto timeout = std::chrono::milliseconds(int64_t(args.timeout_s * 1000));
   auto comm = std::make_unique<MpiComm>(timeout);
-  if (comm->size() != args.ep) fail("--ep {} but mpirun started {} ranks", args.ep, comm->size());
+  on_every_rank(*comm, [&] {
+    if (comm->size() != args.ep) fail("--ep {} but mpirun started {} ranks", args.ep, comm->size());
+  });
   g.comm = std::move(comm);
   return g;
 }
@@ -73,9 +94,11 @@ void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Mode
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < c.n_layer; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
   if (moe_layers == 0) fail("expert parallelism needs an MoE model; this one has no MoE layers");
-  ExpertMap map = args.placement.empty() ? ExpertMap::even(moe_layers, c.gating.n_experts, group.size())
-                                         : ExpertMap::from_placement(placement::read_placement(args.placement), moe_layers,
-                                                                     c.gating.n_experts, group.size(), args.placement);
+  ExpertMap map = on_every_rank(*group.comm, [&] {
+    return args.placement.empty() ? ExpertMap::even(moe_layers, c.gating.n_experts, group.size())
+                                  : ExpertMap::from_placement(placement::read_placement(args.placement), moe_layers,
+                                                              c.gating.n_experts, group.size(), args.placement);
+  });
   ReplacementOptions ro;
   ro.interval = std::chrono::duration<double>(args.replace_interval_s);
   ro.max_moves = args.replace_max_moves;

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const moe::ReportedError&) {
+    return 1;
   } catch (const moe::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -13,6 +13,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// An error already shown to the user (by every rank of a group, say): the command ends with
+// status 1 without printing it again.
+class ReportedError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));

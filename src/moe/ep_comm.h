@@ -3,6 +3,7 @@
 // died or hangs becomes an error naming the operation and the wait, not a hang.
 // MpiComm (mpi_comm.h) is the real group; SoloComm is the group of one process.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -24,6 +25,8 @@ class EpComm {
   // receives recv_bytes[r] from rank r (in rank order into `recv`).
   virtual void all_to_all(const uint8_t* send, const std::vector<int64_t>& send_bytes, uint8_t* recv,
                           const std::vector<int64_t>& recv_bytes, const char* what) = 0;
+  // Waits up to `limit` for every rank to reach this call; false when some did not.
+  virtual bool meet_within(std::chrono::milliseconds limit) = 0;
   // The sum of every rank's value.
   virtual int64_t sum_over_ranks(int64_t value, const char* what) = 0;
   // Each element replaced by its sum over the ranks (every rank gives as many).
@@ -47,6 +50,7 @@ class SoloComm final : public EpComm {
                   const std::vector<int64_t>&, const char*) override {
     std::copy_n(send, send_bytes[0], recv);
   }
+  bool meet_within(std::chrono::milliseconds) override { return true; }
   int64_t sum_over_ranks(int64_t value, const char*) override { return value; }
   void sum_each(std::vector<int64_t>&, const char*) override {}
   // A group of one has nobody to copy to or from.

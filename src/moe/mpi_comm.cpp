@@ -120,6 +120,17 @@ void MpiComm::all_to_all(const uint8_t* send, const std::vector<int64_t>& send_b
   impl_->wait(request, timeout_, rank_, what);
 }
 
+bool MpiComm::meet_within(std::chrono::milliseconds limit) {
+  MPI_Request request;
+  check(MPI_Ibarrier(impl_->comm, &request), "MPI_Ibarrier");
+  try {
+    impl_->wait(request, limit, rank_, "meeting of the ranks");
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
 int64_t MpiComm::sum_over_ranks(int64_t value, const char* what) {
   int64_t result = 0;
   MPI_Request request;

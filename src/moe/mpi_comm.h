@@ -28,6 +28,7 @@ class MpiComm final : public EpComm {
   std::vector<int64_t> exchange_counts(const std::vector<int64_t>& to_each, const char* what) override;
   void all_to_all(const uint8_t* send, const std::vector<int64_t>& send_bytes, uint8_t* recv,
                   const std::vector<int64_t>& recv_bytes, const char* what) override;
+  bool meet_within(std::chrono::milliseconds limit) override;
   int64_t sum_over_ranks(int64_t value, const char* what) override;
   void sum_each(std::vector<int64_t>& values, const char* what) override;
   Transfer start_send(int32_t to, const uint8_t* data, int64_t bytes) override;

@@ -10,6 +10,10 @@
 namespace moe {
 namespace {
 
+FfnWeights routed_expert(const FfnLayerWeights& f, int32_t e) {
+  return {f.gate_exps.slice(e), f.up_exps.slice(e), f.down_exps.slice(e)};
+}
+
 size_t matrix_bytes(const QMatrix& m) { return m.data ? size_t(m.rows) * m.row_stride : 0; }
 size_t ffn_bytes(const FfnWeights& w) { return matrix_bytes(w.gate) + matrix_bytes(w.up) + matrix_bytes(w.down); }
 uint64_t ffn_params(const FfnWeights& w) { return uint64_t(3 * w.gate.rows * w.gate.cols); }
@@ -76,7 +80,7 @@ void Transformer::finish_load(const TensorTable& t) {
       }
       active += matrix_bytes(f.router.matrix());
       active += uint64_t(c.gating.n_used) *
-                ffn_bytes({f.gate_exps.slice(0), f.up_exps.slice(0), f.down_exps.slice(0)});
+                ffn_bytes(routed_expert(f, 0));
       params += uint64_t(c.n_embd * n_exp) + uint64_t(c.gating.n_used) * uint64_t(3 * c.n_embd * c.n_ff_expert);
     }
     active += attention_bytes(l);
@@ -114,20 +118,11 @@ void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPoo
   if (!c.is_moe_layer(layer)) {
     for (int64_t t = 0; t < n_tokens; ++t) ffn_runner_.add(f.dense, int32_t(t), 1.0f);
   } else {
-    const int n_exp = c.gating.n_experts, k = c.gating.n_used;
-    router_logits_.resize(size_t(n_tokens * n_exp));
-    route_ids_.resize(size_t(n_tokens * k));
-    route_weights_.resize(size_t(n_tokens * k));
-    route_scratch_.resize(size_t(2 * n_exp));
-    projector_.run(f.router.matrix(), h, n_embd, router_logits_.data(), n_exp, n_tokens, pool);
-    const float* bias = f.router_bias ? f.router_bias.f32() : nullptr;
+    route(layer, n_tokens, h, pool);
+    const int k = c.gating.n_used;
     for (int64_t t = 0; t < n_tokens; ++t) {
-      int32_t* ids = route_ids_.data() + t * k;
-      float* w = route_weights_.data() + t * k;
-      route_token(c.gating, router_logits_.data() + t * n_exp, bias, ids, w, route_scratch_.data());
       for (int i = 0; i < k; ++i) {
-        ffn_runner_.add({f.gate_exps.slice(ids[i]), f.up_exps.slice(ids[i]), f.down_exps.slice(ids[i])},
-                        int32_t(t), w[i]);
+        ffn_runner_.add(routed_expert(f, route_ids_[size_t(t * k + i)]), int32_t(t), route_weights_[size_t(t * k + i)]);
       }
       if (f.shared.gate.data) ffn_runner_.add(f.shared, int32_t(t), 1.0f);
     }
@@ -136,7 +131,7 @@ void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPoo
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x[i] += ffn_out_[size_t(i)];
 }
 
-void Transformer::expert_parallel_moe(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool) {
+void Transformer::route(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const FfnLayerWeights& f = ffn_[size_t(layer)];
   const int n_exp = c.gating.n_experts, k = c.gating.n_used;
@@ -150,6 +145,12 @@ void Transformer::expert_parallel_moe(int64_t layer, int64_t n_tokens, const flo
     route_token(c.gating, router_logits_.data() + t * n_exp, bias, route_ids_.data() + t * k,
                 route_weights_.data() + t * k, route_scratch_.data());
   }
+}
+
+void Transformer::expert_parallel_moe(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const FfnLayerWeights& f = ffn_[size_t(layer)];
+  route(layer, n_tokens, h, pool);
   MoeLayerInput in;
   in.moe_layer = moe_index_[size_t(layer)];
   in.h = h;
@@ -157,19 +158,16 @@ void Transformer::expert_parallel_moe(int64_t layer, int64_t n_tokens, const flo
   in.n_embd = c.n_embd;
   in.ids = route_ids_.data();
   in.weights = route_weights_.data();
-  in.k = k;
+  in.k = c.gating.n_used;
   in.shared = f.shared.gate.data ? &f.shared : nullptr;
-  ffn_out_.resize(std::max(ffn_out_.size(), size_t(n_tokens * c.n_embd)));
   ep_->run_layer(in, ffn_runner_, ffn_out_.data(), pool);
 }
 
 void Transformer::set_expert_parallel(ExpertParallel* ep) {
   Model::set_expert_parallel(ep);
   if (!ep) return;
-  ep->set_weight_source([this](int64_t moe_layer, int32_t e) {
-    const FfnLayerWeights& f = ffn_[size_t(moe_layers_[size_t(moe_layer)])];
-    return FfnWeights{f.gate_exps.slice(e), f.up_exps.slice(e), f.down_exps.slice(e)};
-  });
+  ep->set_weight_source(
+      [this](int64_t moe_layer, int32_t e) { return routed_expert(ffn_[size_t(moe_layers_[size_t(moe_layer)])], e); });
 }
 
 bool Transformer::step_idle(ThreadPool& pool) {

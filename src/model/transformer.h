@@ -64,6 +64,9 @@ class Transformer : public Model {
 
  private:
   void ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPool& pool);
+  // The router of MoE layer `layer` for h [n_tokens, n_embd]: route_ids_ and
+  // route_weights_ [n_tokens, n_used].
+  void route(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool);
   // The routed and shared experts of MoE layer `layer` for h [n_tokens, n_embd] into
   // ffn_out_, across the expert-parallel group.
   void expert_parallel_moe(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool);

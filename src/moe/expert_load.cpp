@@ -14,7 +14,8 @@ ExpertLoadRecorder::ExpertLoadRecorder(int64_t layers, int64_t experts, int32_t 
       routed_(size_t(kSyncSteps * layers * experts), 0),
       computed_(size_t(kSyncSteps * layers), 0),
       load_(size_t(capacity * layers * experts), 0.0f),
-      rank_computed_(size_t(capacity * layers * ranks), 0) {
+      rank_computed_(size_t(capacity * layers * ranks), 0),
+      window_pairs_(size_t(layers * ranks), 0) {
   if (capacity < 1) fail("the expert-load window must hold at least one step");
 }
 
@@ -51,6 +52,10 @@ void ExpertLoadRecorder::sync(EpComm& comm) {
   for (int64_t t = 0; t < n; ++t) {
     const int64_t slot = (head_ + filled_) % capacity_;
     std::copy_n(routed.begin() + t * row, row, load_.begin() + slot * row);
+    // The step a full window drops (an empty slot holds zeros) leaves the window's sums.
+    for (int64_t j = 0; j < per_step; ++j) {
+      window_pairs_[size_t(j)] += computed[size_t(t * per_step + j)] - rank_computed_[size_t(slot * per_step + j)];
+    }
     std::copy_n(computed.begin() + t * per_step, per_step, rank_computed_.begin() + slot * per_step);
     if (filled_ < capacity_) {
       ++filled_;
@@ -58,6 +63,7 @@ void ExpertLoadRecorder::sync(EpComm& comm) {
       head_ = (head_ + 1) % capacity_;
     }
   }
+  imbalance_ = layer_imbalance(window_pairs_, layers_, ranks_);
 }
 
 placement::Trace ExpertLoadRecorder::window() const {
@@ -93,12 +99,7 @@ uint64_t ExpertLoadRecorder::computed_total() const { return computed_total_; }
 
 double ExpertLoadRecorder::imbalance() const {
   std::lock_guard lock(mu_);
-  std::vector<int64_t> sums(size_t(layers_ * ranks_), 0);
-  for (int64_t i = 0; i < filled_; ++i) {
-    const int64_t* row = rank_computed_.data() + ((head_ + i) % capacity_) * layers_ * ranks_;
-    for (size_t j = 0; j < sums.size(); ++j) sums[j] += row[j];
-  }
-  return layer_imbalance(sums, layers_, ranks_);
+  return imbalance_;
 }
 
 double layer_imbalance(const std::vector<int64_t>& pairs, int64_t layers, int32_t ranks) {

@@ -66,6 +66,8 @@ class ExpertLoadRecorder {
   std::vector<float> load_;                  // [capacity, layers, experts]
   std::vector<int64_t> rank_computed_;       // [capacity, layers, ranks]
   int64_t head_ = 0, filled_ = 0, synced_ = 0;
+  std::vector<int64_t> window_pairs_;  // [layers, ranks]: rank_computed_ summed over the window
+  double imbalance_ = 0.0;             // of window_pairs_, set by each sync
 };
 
 // Pairs computed per layer and rank, [layers * ranks], summed over steps: the sum over layers

@@ -47,12 +47,13 @@ bool ExpertParallel::join_step(bool have_tokens) {
   } else if (v[2] > 0) {
     planned_at_ = load_.synced_steps();
     const auto t0 = LiveReplacement::Clock::now();
+    const placement::Trace window = load_.window();
     const LiveReplacement::Plan p =
-        replacement_.start(load_.window(), map_, comm_.rank(), [this](int64_t l, int32_t e) { return weights(l, e); });
+        replacement_.start(window, map_, comm_.rank(), [this](int64_t l, int32_t e) { return weights(l, e); });
     const double ms = std::chrono::duration<double, std::milli>(LiveReplacement::Clock::now() - t0).count();
     if (log_ && p.moves > 0) {
       log_(fmt::format("ep: re-placement planned at step {} in {:.1f} ms: {} expert copies, balance {:.3f} -> {:.3f} on the last {} steps",
-                       steps_, ms, p.moves, p.balance_before, p.balance_after, load_.window().steps));
+                       steps_, ms, p.moves, p.balance_before, p.balance_after, window.steps));
     }
   }
   step_started_ = LiveReplacement::Clock::now();

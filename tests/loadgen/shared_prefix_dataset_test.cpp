@@ -6,8 +6,8 @@
 #include <numeric>
 #include <set>
 
-#include "core/error.h"
 #include "loadgen/shared_prefix_dataset.h"
+#include "support/bytes_test_util.h"
 
 namespace moe::loadgen {
 namespace {
@@ -26,15 +26,6 @@ SharedPrefixOptions base_options() {
   o.vocab_size = 50;
   o.seed = 3;
   return o;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(SharedPrefixDataset, EveryPromptStartsWithItsGroupsSystemPrompt) {
@@ -142,7 +133,7 @@ TEST(SharedPrefixDataset, RejectsBadOptionsNamingTheFlag) {
   auto error_with = [](auto change) {
     SharedPrefixOptions o = base_options();
     change(o);
-    return error_of([&] { shared_prefix_dataset(o); });
+    return testing::error_of([&] { shared_prefix_dataset(o); });
   };
   EXPECT_NE(error_with([](auto& o) { o.num_groups = 0; }).find("--gsp-num-groups"), std::string::npos);
   EXPECT_NE(error_with([](auto& o) { o.system_prompt_len = 0; }).find("--gsp-system-prompt-len"), std::string::npos);

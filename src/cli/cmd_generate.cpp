@@ -110,7 +110,7 @@ void run(const GenerateArgs& a) {
     out.push_back(next);
   }
   const auto t2 = std::chrono::steady_clock::now();
-  if (group.ep) group.ep->join_step(false);
+  if (group.ep) group.ep->join_step(moe::ExpertParallel::StepWork::none);
   finish_expert_parallel_run(group, a.ep);
 
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();

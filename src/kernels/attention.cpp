@@ -509,34 +509,52 @@ std::vector<Tile> plan_tiles(const Call& c, int n_kv_heads, int64_t rows_per_hea
 
 void attention(const AttentionShape& s, const float* q, int64_t q_stride, int64_t n_tokens,
                int64_t pos0, const KvView& kv, float* out, int64_t out_stride, ThreadPool& pool) {
+  const AttentionSeq seq{q, q_stride, n_tokens, pos0, kv, out, out_stride};
+  attention_batch(s, {&seq, 1}, pool);
+}
+
+void attention_batch(const AttentionShape& s, std::span<const AttentionSeq> seqs, ThreadPool& pool) {
   if (s.n_q_heads <= 0 || s.n_kv_heads <= 0 || s.n_q_heads % s.n_kv_heads != 0) {
     fail("attention: {} query heads cannot share {} kv heads", s.n_q_heads, s.n_kv_heads);
   }
-  if (s.dk <= 0 || s.dv <= 0 || kv.block_size <= 0 || pos0 < 0) {
-    fail("attention: bad shape dk={} dv={} block_size={} pos0={}", s.dk, s.dv, kv.block_size, pos0);
-  }
-  if (n_tokens <= 0) return;
   const int group = s.n_q_heads / s.n_kv_heads;
-  const int64_t rows_per_head = n_tokens * group;
-  Call c{kernels(), s, group, q, q_stride, pos0, kv, out, out_stride, nullptr};
+  std::vector<Call> calls;
+  std::vector<int64_t> rows_per_head;
+  for (const AttentionSeq& q : seqs) {
+    if (s.dk <= 0 || s.dv <= 0 || q.kv.block_size <= 0 || q.pos0 < 0) {
+      fail("attention: bad shape dk={} dv={} block_size={} pos0={}", s.dk, s.dv, q.kv.block_size, q.pos0);
+    }
+    if (q.n_tokens <= 0) continue;
+    calls.push_back(Call{kernels(), s, group, q.q, q.q_stride, q.pos0, q.kv, q.out, q.out_stride, nullptr});
+    rows_per_head.push_back(q.n_tokens * group);
+  }
+  if (calls.empty()) return;
 
   // Tall tiles read the cache fewer times; they are shortened only while there would be
   // fewer jobs than threads. Tile shape never changes a row's result.
-  std::vector<Tile> tiles;
-  std::vector<std::pair<int32_t, int32_t>> jobs;  // (tile, segment)
+  struct Job {
+    int32_t call, tile, segment;
+  };
+  std::vector<std::vector<Tile>> tiles(calls.size());
+  std::vector<Job> jobs;
   for (int64_t tile_rows = kMaxTileRows;; tile_rows = (tile_rows + 1) / 2) {
-    tiles = plan_tiles(c, s.n_kv_heads, rows_per_head, tile_rows);
     jobs.clear();
-    for (size_t t = 0; t < tiles.size(); ++t)
-      for (int64_t sg = 0; sg < tiles[t].n_segments; ++sg)
-        jobs.emplace_back(int32_t(t), int32_t(sg));
+    for (size_t c = 0; c < calls.size(); ++c) {
+      tiles[c] = plan_tiles(calls[c], s.n_kv_heads, rows_per_head[c], tile_rows);
+      for (size_t t = 0; t < tiles[c].size(); ++t)
+        for (int64_t sg = 0; sg < tiles[c][t].n_segments; ++sg) jobs.push_back({int32_t(c), int32_t(t), int32_t(sg)});
+    }
     if (tile_rows == 1 || int64_t(jobs.size()) >= pool.size()) break;
   }
-  const Tile& last = tiles.back();
-  const int64_t part_floats =
-      last.part_offset + (last.n_segments > 1 ? last.n_segments * last.size() * (s.dv + 2) : 0);
-  std::unique_ptr<float[]> parts(part_floats > 0 ? new float[size_t(part_floats)] : nullptr);
-  c.parts = parts.get();
+  // Partial results of the rows that span several segments, each call's after the last's.
+  std::vector<int64_t> part_at(calls.size() + 1, 0);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const Tile& last = tiles[c].back();
+    part_at[c + 1] = part_at[c] + last.part_offset +
+                     (last.n_segments > 1 ? last.n_segments * last.size() * (s.dv + 2) : 0);
+  }
+  std::unique_ptr<float[]> parts(part_at.back() > 0 ? new float[size_t(part_at.back())] : nullptr);
+  for (size_t c = 0; c < calls.size(); ++c) calls[c].parts = parts.get() + part_at[c];
 
   // Jobs are handed out like parallel_for does, but through join() so that each thread
   // allocates its accumulators once rather than once per job.
@@ -545,14 +563,23 @@ void attention(const AttentionShape& s, const float* q, int64_t q_stride, int64_
   pool.join([&] {
     std::vector<float> acc;
     for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) {
-      const Tile& tile = tiles[size_t(jobs[size_t(i)].first)];
+      const Job& job = jobs[size_t(i)];
+      const Tile& tile = tiles[size_t(job.call)][size_t(job.tile)];
       acc.resize(size_t(tile.size() * s.dv));
-      run_segment(c, tile, jobs[size_t(i)].second, acc.data());
+      run_segment(calls[size_t(job.call)], tile, job.segment, acc.data());
     }
   });
-  if (part_floats > 0) {
-    pool.parallel_for(int64_t(tiles.size()), 1, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) merge_tile(c, tiles[size_t(t)]);
+  std::vector<std::pair<int32_t, int32_t>> merges;  // (call, tile) with rows to merge
+  for (size_t c = 0; c < calls.size(); ++c) {
+    for (size_t t = 0; t < tiles[c].size(); ++t)
+      if (tiles[c][t].n_segments > 1) merges.emplace_back(int32_t(c), int32_t(t));
+  }
+  if (!merges.empty()) {
+    pool.parallel_for(int64_t(merges.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m) {
+        const auto [c, t] = merges[size_t(m)];
+        merge_tile(calls[size_t(c)], tiles[size_t(c)][size_t(t)]);
+      }
     });
   }
 }

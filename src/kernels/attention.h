@@ -4,6 +4,7 @@
 // (one latent row per position that serves as the key and whose first dv values are the
 // value; every query head shares it: n_kv_heads = 1).
 #include <cstdint>
+#include <span>
 
 namespace moe {
 
@@ -34,6 +35,22 @@ struct AttentionShape {
 // Token i is at position pos0 + i and attends to positions [0, pos0 + i].
 void attention(const AttentionShape& s, const float* q, int64_t q_stride, int64_t n_tokens,
                int64_t pos0, const KvView& kv, float* out, int64_t out_stride, ThreadPool& pool);
+
+// One sequence of a batched call: its arguments to attention().
+struct AttentionSeq {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  int64_t n_tokens = 0;
+  int64_t pos0 = 0;
+  KvView kv;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+};
+
+// attention() for every sequence of a step in one parallel dispatch (a decode step's
+// sequences are each too small to keep the threads busy alone). Each row's result is the
+// one attention() gives it.
+void attention_batch(const AttentionShape& s, std::span<const AttentionSeq> seqs, ThreadPool& pool);
 void attention_ref(const AttentionShape& s, const float* q, int64_t q_stride, int64_t n_tokens,
                    int64_t pos0, const KvView& kv, float* out, int64_t out_stride);
 

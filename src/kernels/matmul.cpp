@@ -21,13 +21,14 @@ void check_supported(GgmlType t, const char* what) {
 
 mm::PackQ8Fn pack_fn() {
   static const mm::PackQ8Fn fn =
-      matmul_best_path() == MatmulPath::Avx2 ? mm::avx2_pack_q8 : mm::generic_pack_q8;
+      matmul_best_path() == MatmulPath::Generic ? mm::generic_pack_q8 : mm::avx2_pack_q8;
   return fn;
 }
 
 mm::RowsFn rows_fn(MatmulPath path, GgmlType t) {
-  mm::RowsFn fn = nullptr;
-  if (path == MatmulPath::Avx2) {
+  // The AVX-512 path has its own kernels for some types and runs AVX2's for the others.
+  mm::RowsFn fn = path == MatmulPath::Avx512 ? mm::avx512_rows(t) : nullptr;
+  if (fn == nullptr && path != MatmulPath::Generic) {
     fn = t == GgmlType::F8_E4M3_B128                 ? mm::avx2_rows_fp8()
          : mm::act_format(t) == ActFormat::Q8x256 ? mm::avx2_rows_kquant(t)
                                                    : mm::avx2_rows(t);
@@ -159,15 +160,27 @@ void matmul_ref(const QMatrix& w, const float* x, int64_t n_tokens, float* y) {
 }
 
 MatmulPath matmul_best_path() {
-  return cpu_features().has_avx2_fma() ? MatmulPath::Avx2 : MatmulPath::Generic;
+  if (matmul_path_available(MatmulPath::Avx512)) return MatmulPath::Avx512;
+  return matmul_path_available(MatmulPath::Avx2) ? MatmulPath::Avx2 : MatmulPath::Generic;
 }
 
 bool matmul_path_available(MatmulPath path) {
-  return path == MatmulPath::Generic || cpu_features().has_avx2_fma();
+  const CpuFeatures& f = cpu_features();
+  switch (path) {
+    case MatmulPath::Generic: return true;
+    case MatmulPath::Avx2: return f.has_avx2_fma();
+    case MatmulPath::Avx512: return f.has_avx2_fma() && f.has_avx512() && f.avx512vnni;
+  }
+  return false;
 }
 
 const char* matmul_path_name(MatmulPath path) {
-  return path == MatmulPath::Avx2 ? "avx2" : "generic";
+  switch (path) {
+    case MatmulPath::Generic: return "generic";
+    case MatmulPath::Avx2: return "avx2";
+    case MatmulPath::Avx512: return "avx512";
+  }
+  return "?";
 }
 
 const char* matmul_backend_name() { return matmul_path_name(matmul_best_path()); }

@@ -102,9 +102,10 @@ void matmul_ref(const QMatrix& w, const float* x, int64_t n_tokens, float* y);
 const char* matmul_backend_name();
 
 // The code paths, for tests and benchmarks that run each one explicitly. Generic is plain
-// C++ and always available; Avx2 needs AVX2+FMA+F16C. cpu_features() (and so the
-// MOENGINE_CPU cap) decides which ones are available and which matmul_rows uses.
-enum class MatmulPath { Generic, Avx2 };
+// C++ and always available; Avx2 needs AVX2+FMA+F16C; Avx512 also AVX-512 F/BW/VL/VNNI
+// (it has its own kernels for some types and runs Avx2's for the rest). cpu_features()
+// (and so the MOENGINE_CPU cap) decides which ones are available and which matmul_rows uses.
+enum class MatmulPath { Generic, Avx2, Avx512 };
 MatmulPath matmul_best_path();
 bool matmul_path_available(MatmulPath path);
 const char* matmul_path_name(MatmulPath path);

@@ -99,6 +99,7 @@ RowsFn avx2_rows(GgmlType t);
 RowsFn avx2_rows_kquant(GgmlType t);
 RowsFn avx2_rows_fp8();
 void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
+RowsFn avx512_rows(GgmlType t);
 
 // Calls the tile for exactly `n` (< kTokens) tokens, picking the instantiation at run time.
 template <class K, int R, int T>
@@ -115,7 +116,7 @@ void tail_tokens(const QMatrix& w, int64_t r, const PackedActs& x, int64_t t, in
 template <class RowFn>
 void gemv_loop(const QMatrix& w, int64_t r0, int64_t r1, RowFn row) {
   const int64_t rb = int64_t(row_bytes(w.type, w.cols));
-  const int64_t ahead = std::max<int64_t>(1, (2048 + rb - 1) / rb);
+  const int64_t ahead = std::max<int64_t>(1, (8192 + rb - 1) / rb);
   for (int64_t r = r0; r < std::min(r1, r0 + ahead); ++r) {
     for (int64_t off = 0; off < rb; off += 64) __builtin_prefetch(w.row(r) + off);
   }

@@ -25,13 +25,9 @@ KvStore::KvStore(int64_t n_layers, int64_t row_floats, int64_t block_size, int64
       memory_("moengine-kv", n_floats_ * sizeof(float)),
       data_(static_cast<float*>(memory_.data())) {}
 
-void KvStore::view(int64_t layer, const std::vector<int32_t>& table, std::vector<const float*>& pointers,
-                   KvView& out) {
-  pointers.resize(table.size());
+KvView KvStore::view(int64_t layer, const std::vector<int32_t>& table, const float** pointers) {
   for (size_t i = 0; i < table.size(); ++i) pointers[i] = row(layer, table[i], 0);
-  out.blocks = pointers.data();
-  out.block_size = block_size_;
-  out.row_stride = row_floats_;
+  return KvView{pointers, block_size_, row_floats_};
 }
 
 }  // namespace moe

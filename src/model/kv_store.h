@@ -35,9 +35,9 @@ class KvStore {
   float* position_row(int64_t layer, const std::vector<int32_t>& table, int64_t pos) {
     return row(layer, table[size_t(pos / block_size_)], pos % block_size_);
   }
-  // Block pointers of one layer for a block table, in the form the attention kernel reads.
-  void view(int64_t layer, const std::vector<int32_t>& table, std::vector<const float*>& pointers,
-            KvView& out);
+  // One layer of a sequence in the form the attention kernel reads: its block pointers are
+  // written to pointers[0 .. table.size()), which must outlive the view.
+  KvView view(int64_t layer, const std::vector<int32_t>& table, const float** pointers);
 
   // Positions a table of n blocks holds.
   int64_t capacity(size_t n_table_blocks) const { return int64_t(n_table_blocks) * block_size_; }

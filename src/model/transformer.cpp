@@ -172,7 +172,7 @@ void Transformer::set_expert_parallel(ExpertParallel* ep) {
 
 bool Transformer::step_idle(ThreadPool& pool) {
   if (!ep_) fail("step_idle: the model is not part of an expert-parallel group");
-  if (!ep_->join_step(false)) return false;
+  if (!ep_->join_step(ExpertParallel::StepWork::none)) return false;
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     if (config_.is_moe_layer(l)) expert_parallel_moe(l, 0, nullptr, pool);
   }
@@ -181,14 +181,22 @@ bool Transformer::step_idle(ThreadPool& pool) {
 
 void Transformer::attend_slices(int64_t layer, const Step& step, const AttentionShape& shape, const float* q,
                                 int64_t q_ld, float* out, int64_t out_ld, KvStore& kv, ThreadPool& pool) {
+  size_t n_pointers = 0;
+  for (const SeqSlice& s : step.seqs) {
+    if (s.n_tokens > 0) n_pointers += s.block_table->size();
+  }
+  block_ptrs_.resize(n_pointers);
+  attention_seqs_.clear();
+  size_t at = 0;
   int64_t t = 0;
   for (const SeqSlice& s : step.seqs) {
     if (s.n_tokens <= 0) continue;
-    KvView view;
-    kv.view(layer, *s.block_table, block_ptrs_, view);
-    moe::attention(shape, q + t * q_ld, q_ld, s.n_tokens, s.pos0, view, out + t * out_ld, out_ld, pool);
+    const KvView view = kv.view(layer, *s.block_table, block_ptrs_.data() + at);
+    at += s.block_table->size();
+    attention_seqs_.push_back({q + t * q_ld, q_ld, s.n_tokens, s.pos0, view, out + t * out_ld, out_ld});
     t += s.n_tokens;
   }
+  moe::attention_batch(shape, attention_seqs_, pool);
 }
 
 void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) {
@@ -208,7 +216,10 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
     covered += s.n_tokens;
   }
   if (covered != n_tokens) fail("forward: slices cover {} tokens but the step has {}", covered, n_tokens);
-  if (ep_) ep_->join_step(true);
+  if (ep_) {
+    const bool prefill = std::any_of(step.seqs.begin(), step.seqs.end(), [](const SeqSlice& s) { return s.n_tokens > 1; });
+    ep_->join_step(prefill ? ExpertParallel::StepWork::prefill : ExpertParallel::StepWork::decode);
+  }
 
   x_.resize(size_t(n_tokens * n_embd));
   h_.resize(size_t(n_tokens * n_embd));

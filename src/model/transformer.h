@@ -48,7 +48,8 @@ class Transformer : public Model {
   virtual uint64_t attention_params(int64_t layer) const = 0;
 
   // Runs attention for every sequence slice of the step: q [T, ...] rows q_ld apart, out
-  // [T, ...] rows out_ld apart, each slice over its own block table.
+  // [T, ...] rows out_ld apart, each slice over its own block table, all in one parallel
+  // dispatch.
   void attend_slices(int64_t layer, const Step& step, const AttentionShape& shape, const float* q, int64_t q_ld,
                      float* out, int64_t out_ld, KvStore& kv, ThreadPool& pool);
 
@@ -76,7 +77,8 @@ class Transformer : public Model {
   FfnRunner ffn_runner_;
   RopeTable rope_;
   std::vector<int32_t> positions_;
-  std::vector<const float*> block_ptrs_;
+  std::vector<const float*> block_ptrs_;  // every sequence's, one after another
+  std::vector<AttentionSeq> attention_seqs_;
   std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_;
   std::vector<int32_t> route_ids_;
   std::vector<int64_t> moe_index_;   // per layer: its index among the MoE layers, or -1

@@ -10,19 +10,26 @@
 namespace moe {
 
 struct EpStepRecord {
-  double ms = 0;         // from this step's join to the next one's, on this rank
-  bool copying = false;  // expert weights were being copied meanwhile
+  double ms = 0;            // from this step's join to the next one's, on this rank
+  bool copying = false;     // expert weights were being copied meanwhile
+  bool prefilling = false;  // some rank prefilled prompt tokens in it
+};
+
+// Step times of some of a run's steps (all 0 when there are none).
+struct EpStepTimes {
+  int64_t steps = 0;
+  double median_ms = 0, p90_ms = 0, max_ms = 0;
 };
 
 struct EpRunSummary {
   int64_t steps = 0;
   double median_ms = 0;
-  int64_t copying_steps = 0;
-  double max_copying_ms = 0;  // 0 when no step ran during a copy
-  double max_other_ms = 0;    // the longest step outside copies
-  // 90th percentiles of the steps during copies and of the others: prefill steps are long
-  // whenever they come, so the longest step says little about the copies alone.
-  double p90_copying_ms = 0, p90_other_ms = 0;
+  // All steps, split by whether expert weights were being copied during them.
+  EpStepTimes copying, other;
+  // The same for the decode-only steps (no rank prefilling). A step waits for its slowest
+  // rank, so a prefill on any rank makes it long whenever it comes: these say what the
+  // copies alone cost.
+  EpStepTimes decode, decode_copying, decode_other;
   int64_t switches = 0;
   uint64_t bytes_moved = 0;
   // layer_imbalance (expert_load.h) of the steps before the first switch and after the

@@ -18,7 +18,7 @@ ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window,
   }
 }
 
-bool ExpertParallel::join_step(bool have_tokens) {
+bool ExpertParallel::join_step(StepWork work) {
   // Every rank ran the same steps, so the load's pending steps and the decisions below are
   // the same on every rank: the syncs, plans and switches happen at the same step on all.
   const auto now = LiveReplacement::Clock::now();
@@ -27,7 +27,8 @@ bool ExpertParallel::join_step(bool have_tokens) {
     ++steps_;
     constexpr size_t kMaxRecords = size_t(1) << 20;
     if (step_records_.size() < kMaxRecords) {
-      step_records_.push_back({std::chrono::duration<double, std::milli>(now - step_started_).count(), copying_});
+      step_records_.push_back(
+          {std::chrono::duration<double, std::milli>(now - step_started_).count(), copying_, prefilling_});
     }
   }
   if (load_.sync_due()) load_.sync(comm_);
@@ -36,8 +37,9 @@ bool ExpertParallel::join_step(bool have_tokens) {
   const bool plan = comm_.rank() == 0 && replacement_.due(now) &&
                     load_.synced_steps() > planned_at_;
   // Summed over the ranks: ranks with tokens, ranks leaving, plans asked for (rank 0's),
-  // ranks whose copies for the plan in progress are done.
-  std::vector<int64_t> v = {have_tokens ? 1 : 0, leaving_ ? 1 : 0, plan ? 1 : 0, copied ? 1 : 0};
+  // ranks whose copies for the plan in progress are done, ranks prefilling.
+  std::vector<int64_t> v = {work != StepWork::none ? 1 : 0, leaving_ ? 1 : 0, plan ? 1 : 0, copied ? 1 : 0,
+                            work == StepWork::prefill ? 1 : 0};
   comm_.sum_each(v, "start of a step");
   everyone_left_ = v[1] == comm_.size();
   step_open_ = v[0] > 0;
@@ -58,6 +60,7 @@ bool ExpertParallel::join_step(bool have_tokens) {
   }
   step_started_ = LiveReplacement::Clock::now();
   copying_ = replacement_.in_progress();
+  prefilling_ = v[4] > 0;
   return step_open_;
 }
 

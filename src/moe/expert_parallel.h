@@ -64,8 +64,10 @@ class ExpertParallel {
   // collective (it adds up the bytes every rank moved): every rank calls it at the same step.
   EpRunSummary run_summary();
 
+  // What this rank brings to a step: nothing, one token per sequence, or prompt tokens.
+  enum class StepWork { none, decode, prefill };
   // Whether any rank has tokens this step; when so, every rank runs it.
-  bool join_step(bool have_tokens);
+  bool join_step(StepWork work);
   // This rank is stopping: its joins say so from now on. It must go on joining (without
   // tokens) until everyone_left(), so that no rank waits on it mid-request.
   void leave() { leaving_ = true; }
@@ -92,7 +94,8 @@ class ExpertParallel {
   std::vector<EpStepRecord> step_records_;
   std::vector<int64_t> switch_steps_;
   LiveReplacement::Clock::time_point step_started_;
-  bool copying_ = false;  // during the step running
+  bool copying_ = false;     // during the step running
+  bool prefilling_ = false;  // some rank prefills in the step running
   int64_t planned_at_ = 0;  // synced steps of load when the last plan was made
   bool leaving_ = false;
   bool everyone_left_ = false;

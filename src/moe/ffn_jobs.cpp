@@ -9,9 +9,14 @@
 namespace moe {
 namespace {
 
-// Rows of one weight matrix handled by one work item: large enough to stream a weight
-// slice efficiently, small enough to balance a decode step's few experts over the pool.
-constexpr int64_t kRowChunk = 64;
+// Rows of one weight matrix handled by one work item, for a phase over `total` rows: about
+// four items per thread, so the dynamic hand-out balances them, each as long as that
+// allows: a decode step's weights stream from memory, and every item starts a stream that
+// no prefetch has run ahead of yet.
+int64_t rows_per_item(int64_t total, int threads) {
+  const int64_t per = (total + 4 * threads - 1) / (4 * threads);
+  return std::max<int64_t>(64, (per + 15) / 16 * 16);
+}
 
 struct WorkItem {
   int32_t job;
@@ -84,13 +89,17 @@ void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
   if (hidden_.size() < size_t(rows * max_ff)) hidden_.resize(size_t(rows * max_ff));
   if (up_.size() < size_t(rows * max_ff)) up_.resize(size_t(rows * max_ff));
 
+  int64_t ff_rows = 0;
+  for (size_t j = 0; j < n_jobs_; ++j) ff_rows += jobs_[j].w.gate.rows;
+  const int64_t ff_chunk = rows_per_item(ff_rows, pool.size());
+  const int64_t embd_chunk = rows_per_item(int64_t(n_jobs_) * n_embd_, pool.size());
   std::vector<WorkItem> ff_items, embd_items;
   for (size_t j = 0; j < n_jobs_; ++j) {
-    for (int64_t r = 0; r < max_ff && r < jobs_[j].w.gate.rows; r += kRowChunk) {
-      ff_items.push_back({int32_t(j), r, std::min(r + kRowChunk, jobs_[j].w.gate.rows)});
+    for (int64_t r = 0; r < jobs_[j].w.gate.rows; r += ff_chunk) {
+      ff_items.push_back({int32_t(j), r, std::min(r + ff_chunk, jobs_[j].w.gate.rows)});
     }
-    for (int64_t r = 0; r < n_embd_; r += kRowChunk) {
-      embd_items.push_back({int32_t(j), r, std::min(r + kRowChunk, n_embd_)});
+    for (int64_t r = 0; r < n_embd_; r += embd_chunk) {
+      embd_items.push_back({int32_t(j), r, std::min(r + embd_chunk, n_embd_)});
     }
   }
 

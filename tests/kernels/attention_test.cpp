@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -176,6 +177,40 @@ TEST(Attention, PrefillChunkEqualsTokenByToken) {
                   single.data() + t * out_stride, out_stride, one);
       }
       EXPECT_EQ(chunk, single) << lay.name << " pos0 " << pos0;
+    }
+  }
+}
+
+// A decode step's sequences in one batched call (mixed lengths, one past a segment
+// boundary, one prefill chunk, one with no tokens): each row exactly what attention()
+// gives its sequence alone.
+TEST(Attention, BatchEqualsEachSequenceAlone) {
+  ThreadPool one(1), three(3);
+  for (const Layout& lay : layouts()) {
+    const AttentionShape& s = lay.shape;
+    std::mt19937 rng(123);
+    const std::pair<int64_t, int64_t> shapes[] = {{0, 1}, {45, 1}, {1100, 1}, {17, 5}, {9, 0}, {300, 1}};
+    const int64_t q_stride = s.n_q_heads * s.dk, out_stride = s.n_q_heads * s.dv;
+    std::vector<std::unique_ptr<PagedCache>> caches;
+    std::vector<std::vector<float>> qs, batched, alone;
+    std::vector<AttentionSeq> seqs;
+    for (auto [pos0, n_tokens] : shapes) {
+      caches.push_back(std::make_unique<PagedCache>(pos0 + std::max<int64_t>(n_tokens, 1), lay.row_width, 16, rng,
+                                                    uniform_value));
+      qs.emplace_back(size_t(std::max<int64_t>(n_tokens, 1) * q_stride));
+      for (float& x : qs.back()) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+      batched.emplace_back(size_t(std::max<int64_t>(n_tokens, 1) * out_stride), -7.0f);
+      alone.push_back(batched.back());
+    }
+    for (size_t i = 0; i < caches.size(); ++i) {
+      seqs.push_back({qs[i].data(), q_stride, shapes[i].second, shapes[i].first, caches[i]->view, batched[i].data(),
+                      out_stride});
+    }
+    attention_batch(s, seqs, three);
+    for (size_t i = 0; i < caches.size(); ++i) {
+      attention(s, qs[i].data(), q_stride, shapes[i].second, shapes[i].first, caches[i]->view, alone[i].data(),
+                out_stride, one);
+      EXPECT_EQ(batched[i], alone[i]) << lay.name << " sequence " << i;
     }
   }
 }

@@ -61,8 +61,10 @@ TEST(Fp8Decode, Avx2DecoderGivesEveryCodeTimesTwoToTheMinus8) {
 }
 
 std::vector<MatmulPath> paths() {
-  std::vector<MatmulPath> p = {MatmulPath::Generic};
-  if (matmul_path_available(MatmulPath::Avx2)) p.push_back(MatmulPath::Avx2);
+  std::vector<MatmulPath> p;
+  for (MatmulPath path : {MatmulPath::Generic, MatmulPath::Avx2, MatmulPath::Avx512}) {
+    if (matmul_path_available(path)) p.push_back(path);
+  }
   return p;
 }
 

@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -36,9 +38,18 @@ int64_t test_cols(GgmlType t, int64_t n, int64_t k_quant, int64_t fp8) {
   return block == 256 ? k_quant : block == 128 ? fp8 : n;
 }
 
+// The paths this CPU runs; the ones it cannot are named once on stderr, so a log shows
+// what went untested here.
 std::vector<MatmulPath> paths() {
-  std::vector<MatmulPath> p = {MatmulPath::Generic};
-  if (matmul_path_available(MatmulPath::Avx2)) p.push_back(MatmulPath::Avx2);
+  std::vector<MatmulPath> p;
+  for (MatmulPath path : {MatmulPath::Generic, MatmulPath::Avx2, MatmulPath::Avx512}) {
+    if (matmul_path_available(path)) {
+      p.push_back(path);
+    } else {
+      static bool said = false;
+      if (!std::exchange(said, true)) std::fprintf(stderr, "matmul_test: the %s path is not available on this CPU, not tested\n", matmul_path_name(path));
+    }
+  }
   return p;
 }
 
@@ -107,7 +118,9 @@ void expect_close_to_ref(const Weights& w, const std::vector<float>& x, int64_t 
 std::vector<int64_t> col_sizes(GgmlType t) {
   const int64_t block = traits(t).block_size;
   if (block == 1) return {1, 13, 40, 520};
-  if (block == 32) return {32, 96, 544, 4128};  // 4128: many groups of four blocks, one left over
+  // 544 and 4128: groups of four blocks (AVX2) and of 16 (AVX-512) and one block left
+  // over; 1088: two groups of 16 and a pair.
+  if (block == 32) return {32, 96, 544, 1088, 4128};
   if (block == 128) return {128, 384, 1152, 4096};
   return {256, 768, 2304};
 }
@@ -167,7 +180,7 @@ TEST(Matmul, TokenResultDoesNotDependOnTheBatch) {
 TEST(Matmul, PathsAgreeClosely) {
   // Same packed activations, exact integer block sums: paths differ only in the order of
   // float additions.
-  if (!matmul_path_available(MatmulPath::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (paths().size() < 2) GTEST_SKIP() << "only the generic path on this CPU";
   std::mt19937 rng(5);
   for (GgmlType t : kTypes) {
     const int64_t cols = test_cols(t, 1056, 1024, 1152), rows = 37, nt = 9;
@@ -177,14 +190,17 @@ TEST(Matmul, PathsAgreeClosely) {
     packed.pack(t, x.data(), nt, cols, cols);
     std::vector<float> a(size_t(nt * rows)), b(size_t(nt * rows));
     matmul_rows_with(MatmulPath::Generic, w.m(), packed, a.data(), rows, 0, rows);
-    matmul_rows_with(MatmulPath::Avx2, w.m(), packed, b.data(), rows, 0, rows);
-    for (int64_t t2 = 0; t2 < nt; ++t2) {
-      for (int64_t r = 0; r < rows; ++r) {
-        double mag = 0;
-        for (int64_t i = 0; i < cols; ++i) {
-          mag += std::fabs(double(w.dequant[size_t(r * cols + i)]) * x[size_t(t2 * cols + i)]);
+    for (MatmulPath p : paths()) {
+      matmul_rows_with(p, w.m(), packed, b.data(), rows, 0, rows);
+      for (int64_t t2 = 0; t2 < nt; ++t2) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double mag = 0;
+          for (int64_t i = 0; i < cols; ++i) {
+            mag += std::fabs(double(w.dequant[size_t(r * cols + i)]) * x[size_t(t2 * cols + i)]);
+          }
+          ASSERT_NEAR(a[size_t(t2 * rows + r)], b[size_t(t2 * rows + r)], 2e-6 * mag)
+              << type_name(t) << " on " << matmul_path_name(p);
         }
-        ASSERT_NEAR(a[size_t(t2 * rows + r)], b[size_t(t2 * rows + r)], 2e-6 * mag) << type_name(t);
       }
     }
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/ep_replacement.sh — expert parallelism with live re-placement on a skewed workload:
-# EP4 on this host, in one run.
+# EP4 (or RANKS) on this host, in one run.
 #
 # usage: bench/ep_replacement.sh
 #
@@ -11,10 +11,11 @@
 # seconds while the group re-places its experts every INTERVAL seconds
 # (--replace-interval-s, at most MAX_MOVES copies each). At the end rank 0 prints the run's
 # summary, which this script shows with the clients' throughput:
-#   steps and the median step time; the longest step taken while expert weights were being
-#   copied, against the median; re-placements and the bytes moved; the layers' busiest-rank
-#   load over their mean-rank load (1 is even) before the first re-placement and after the
-#   last one.
+#   steps and the median step time; the p90 and longest steps taken while expert weights
+#   were being copied and outside copies, against the median, for all steps and again for
+#   the decode-only ones (no rank prefilling); re-placements and the bytes moved; the
+#   layers' busiest-rank load over their mean-rank load (1 is even) before the first
+#   re-placement and after the last one.
 # A second run without re-placement (same placement, same load) gives the peer figures.
 #
 # env: MODEL (models/mid5-skew-q8_0.gguf: made if missing with gen-model --preset mid

@@ -30,32 +30,17 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/attention_impl.h"
 #include "kernels/ops_simd.h"
 
 namespace moe {
 namespace {
 
-constexpr int kMaxTileRows = 64;
-constexpr int kChunk = 32;
+using attn::AttnKernels;
+using attn::kChunk;
+using attn::kMaxTileRows;
 constexpr int64_t kSegment = 1024;
 static_assert(kSegment % kChunk == 0);
-
-// The three inner loops, per backend. Scores are laid out s[row * kChunk + position].
-struct AttnKernels {
-  // s[r][j] = scale * q[r] . k[j] for r < rows, j < np.
-  void (*scores)(int rows, int np, const float* const* q, const float* const* k, int64_t dk,
-                 float scale, float* s);
-  // The online-softmax step of a chunk for each row r: the first n_valid = min(np,
-  // limit[r] - p0) >= 1 scores are valid. Raises the running max m[r], sets
-  // alpha[r] = exp(old max - new max), replaces the scores by exp(s - new max) (0 past
-  // n_valid) and updates the running sum l[r] = alpha[r] l[r] + sum of those.
-  void (*softmax)(int rows, int np, const int64_t* limit, int64_t p0, float* s, float* m, float* l,
-                  float* alpha);
-  // acc[r] = alpha[r] acc[r] + sum_j s[r][j] v[j]; acc rows are dv floats apart.
-  void (*accumulate)(int rows, int np, const float* s, const float* alpha, const float* const* v,
-                     int64_t dv, float* acc);
-  const char* name;
-};
 
 // ---- portable path ----
 
@@ -194,8 +179,10 @@ MOE_AVX2 void scores_avx2(int rows, int np, const float* const* q, const float* 
   }
 }
 
-MOE_AVX2 void softmax_avx2(int rows, int np, const int64_t* limit, int64_t p0, float* s, float* m,
-                           float* l, float* alpha) {
+}  // namespace
+
+MOE_AVX2 void attn::softmax_avx2(int rows, int np, const int64_t* limit, int64_t p0, float* s, float* m,
+                                 float* l, float* alpha) {
   // Rows hold kChunk (a multiple of 8) scores, so whole vectors can be read past np; the
   // lanes past n_valid are masked to -inf for the max and to exactly 0 after exp.
   const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -231,6 +218,8 @@ MOE_AVX2 void softmax_avx2(int rows, int np, const int64_t* limit, int64_t p0, f
     l[r] = l[r] * alpha[r] + simd::hsum(sum);
   }
 }
+
+namespace {
 
 // R rows, W vectors of 8 value dims per row at offset d: R * W accumulators stay in
 // registers across the whole chunk; each value load is reused by R rows.
@@ -307,10 +296,12 @@ MOE_AVX2 void accumulate_avx2(int rows, int np, const float* s, const float* alp
 }
 
 const AttnKernels& kernels() {
-  static const AttnKernels chosen =
-      cpu_features().has_avx2_fma()
-          ? AttnKernels{scores_avx2, softmax_avx2, accumulate_avx2, "avx2"}
-          : AttnKernels{scores_generic, softmax_generic, accumulate_generic, "generic"};
+  static const AttnKernels chosen = [] {
+    const CpuFeatures& f = cpu_features();
+    if (f.has_avx2_fma() && f.has_avx512() && f.avx512vnni) return attn::avx512_kernels();
+    if (f.has_avx2_fma()) return AttnKernels{scores_avx2, attn::softmax_avx2, accumulate_avx2, "avx2"};
+    return AttnKernels{scores_generic, softmax_generic, accumulate_generic, "generic"};
+  }();
   return chosen;
 }
 

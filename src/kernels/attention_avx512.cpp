@@ -1,0 +1,139 @@
+// AVX-512 attention inner loops: the AVX2 ones (attention.cpp) with 16-float vectors and,
+// with 32 registers, twice the accumulators per register block. The softmax step is
+// AVX2's. As there, a row's arithmetic does not depend on which rows share its block, so
+// results are the same whatever the tile or the batch.
+#include <algorithm>
+
+// GCC 12's AVX-512 headers build "undefined" vectors from themselves (GCC bug 105593,
+// fixed in 13), which -Wuninitialized reports at every use.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "kernels/attention_impl.h"
+#include "kernels/matmul_avx512.h"
+#include "kernels/ops_simd.h"
+
+namespace moe::attn {
+namespace {
+
+MOE_AVX512_INLINE __mmask16 tail16(int64_t n) { return __mmask16((1u << n) - 1); }
+
+// The 16 lanes folded to 8 (low half plus high half).
+MOE_AVX512_INLINE __m256 fold(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+// RB query rows against NP key rows: RB * NP accumulators, each key load reused RB times
+// and each query load NP times. A ragged dk ends with one masked step.
+template <int RB, int NP>
+MOE_AVX512_INLINE void dot_tile(const float* const* q, const float* const* k, int64_t dk, float scale, float* s) {
+  __m512 acc[RB][NP];
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
+  int64_t d = 0;
+  for (; d + 16 <= dk; d += 16) {
+    __m512 kv[NP];
+    for (int j = 0; j < NP; ++j) kv[j] = _mm512_loadu_ps(k[j] + d);
+    for (int r = 0; r < RB; ++r) {
+      const __m512 qv = _mm512_loadu_ps(q[r] + d);
+      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
+    }
+  }
+  if (d < dk) {
+    const __mmask16 m = tail16(dk - d);
+    __m512 kv[NP];
+    for (int j = 0; j < NP; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k[j] + d);
+    for (int r = 0; r < RB; ++r) {
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q[r] + d);
+      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
+    }
+  }
+  // Reduced 8 at a time; unused slots are zero and do not change the others.
+  constexpr int kPairs = RB * NP;
+  for (int e0 = 0; e0 < kPairs; e0 += 8) {
+    __m256 flat[8];
+    for (int e = 0; e < 8; ++e) {
+      const int i = e0 + e;
+      flat[e] = i < kPairs ? fold(acc[i / NP][i % NP]) : _mm256_setzero_ps();
+    }
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, _mm256_mul_ps(simd::hsum8(flat), _mm256_set1_ps(scale)));
+    for (int e = 0; e < 8 && e0 + e < kPairs; ++e) s[((e0 + e) / NP) * kChunk + (e0 + e) % NP] = sums[e];
+  }
+}
+
+template <int NP>
+MOE_AVX512 void dot_rows(int rb, const float* const* q, const float* const* k, int64_t dk, float scale, float* s) {
+  switch (rb) {
+    case 1: return dot_tile<1, NP>(q, k, dk, scale, s);
+    case 2: return dot_tile<2, NP>(q, k, dk, scale, s);
+    case 3: return dot_tile<3, NP>(q, k, dk, scale, s);
+    default: return dot_tile<4, NP>(q, k, dk, scale, s);
+  }
+}
+
+MOE_AVX512 void scores(int rows, int np, const float* const* q, const float* const* k, int64_t dk, float scale,
+                       float* s) {
+  // Blocks of 2 to 4 rows against 4 keys: up to 16 accumulators plus the operands in the
+  // 32 registers. A block's queries stay in L1 while the chunk's keys stream from L2.
+  const int n_blocks = (rows + 3) / 4;
+  for (int b = 0; b < n_blocks; ++b) {
+    const int r0 = b * rows / n_blocks, rb = (b + 1) * rows / n_blocks - r0;
+    float* sb = s + r0 * kChunk;
+    int j = 0;
+    for (; j + 4 <= np; j += 4) dot_rows<4>(rb, q + r0, k + j, dk, scale, sb + j);
+    for (; j < np; ++j) dot_rows<1>(rb, q + r0, k + j, dk, scale, sb + j);
+  }
+}
+
+// R rows, W vectors of 16 value dims per row at offset d: R * W accumulators stay in
+// registers across the whole chunk; each value load is reused by R rows.
+template <int R, int W>
+MOE_AVX512_INLINE void acc_tile(int np, const float* s, const float* alpha, const float* const* v, int64_t dv,
+                                int64_t d, __mmask16 mask, float* acc) {
+  __m512 a[R][W];
+  for (int r = 0; r < R; ++r) {
+    const __m512 al = _mm512_set1_ps(alpha[r]);
+    for (int w = 0; w < W; ++w) a[r][w] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, acc + r * dv + d + 16 * w), al);
+  }
+  for (int j = 0; j < np; ++j) {
+    __m512 vv[W];
+    for (int w = 0; w < W; ++w) vv[w] = _mm512_maskz_loadu_ps(mask, v[j] + d + 16 * w);
+    for (int r = 0; r < R; ++r) {
+      const __m512 sw = _mm512_set1_ps(s[r * kChunk + j]);
+      for (int w = 0; w < W; ++w) a[r][w] = _mm512_fmadd_ps(sw, vv[w], a[r][w]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) _mm512_mask_storeu_ps(acc + r * dv + d + 16 * w, mask, a[r][w]);
+}
+
+template <int R>
+MOE_AVX512 void accumulate_rows(int np, const float* s, const float* alpha, const float* const* v, int64_t dv,
+                                float* acc) {
+  int64_t d = 0;
+  for (; d + 64 <= dv; d += 64) acc_tile<R, 4>(np, s, alpha, v, dv, d, 0xFFFF, acc);
+  for (; d + 16 <= dv; d += 16) acc_tile<R, 1>(np, s, alpha, v, dv, d, 0xFFFF, acc);
+  if (d < dv) acc_tile<R, 1>(np, s, alpha, v, dv, d, tail16(dv - d), acc);
+}
+
+MOE_AVX512 void accumulate(int rows, int np, const float* s, const float* alpha, const float* const* v, int64_t dv,
+                           float* acc) {
+  // Blocks of 4 rows by 64 dims: 16 accumulators, 4 value loads and 4 broadcasts per 16 FMAs.
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const float* sb = s + r0 * kChunk;
+    float* ab = acc + r0 * dv;
+    switch (std::min(4, rows - r0)) {
+      case 1: accumulate_rows<1>(np, sb, alpha + r0, v, dv, ab); break;
+      case 2: accumulate_rows<2>(np, sb, alpha + r0, v, dv, ab); break;
+      case 3: accumulate_rows<3>(np, sb, alpha + r0, v, dv, ab); break;
+      default: accumulate_rows<4>(np, sb, alpha + r0, v, dv, ab); break;
+    }
+  }
+}
+
+}  // namespace
+
+AttnKernels avx512_kernels() { return AttnKernels{scores, softmax_avx2, accumulate, "avx512"}; }
+
+}  // namespace moe::attn

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/single_sequence.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/membw.h"
 
@@ -146,6 +147,7 @@ void run(const BenchModelArgs& a) {
                         {"threads", pool.size()},
                         {"cpu", cpu_features().describe()},
                         {"matmul_backend", matmul_backend_name()},
+                        {"attention_backend", attention_backend_name()},
                         {"pp", a.pp},
                         {"tg", a.tg},
                         {"reps", a.reps},
@@ -169,8 +171,8 @@ void run(const BenchModelArgs& a) {
     return;
   }
   std::printf("model: %s\n", c.summary().c_str());
-  std::printf("cpu: %s; matmul: %s; threads: %d\n", cpu_features().describe().c_str(), matmul_backend_name(),
-              pool.size());
+  std::printf("cpu: %s; matmul: %s; attention: %s; threads: %d\n", cpu_features().describe().c_str(),
+              matmul_backend_name(), attention_backend_name(), pool.size());
   std::printf("| test   |          t/s |\n|--------|--------------|\n");
   std::printf("| pp%-4d | %7.2f ± %.2f |\n", a.pp, pp.mean, pp.stddev);
   std::printf("| tg%-4d | %7.2f ± %.2f |\n", a.tg, tg.mean, tg.stddev);

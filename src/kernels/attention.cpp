@@ -508,12 +508,13 @@ void attention_batch(const AttentionShape& s, std::span<const AttentionSeq> seqs
   if (s.n_q_heads <= 0 || s.n_kv_heads <= 0 || s.n_q_heads % s.n_kv_heads != 0) {
     fail("attention: {} query heads cannot share {} kv heads", s.n_q_heads, s.n_kv_heads);
   }
+  if (s.dk <= 0 || s.dv <= 0) fail("attention: bad shape dk={} dv={}", s.dk, s.dv);
   const int group = s.n_q_heads / s.n_kv_heads;
   std::vector<Call> calls;
   std::vector<int64_t> rows_per_head;
   for (const AttentionSeq& q : seqs) {
-    if (s.dk <= 0 || s.dv <= 0 || q.kv.block_size <= 0 || q.pos0 < 0) {
-      fail("attention: bad shape dk={} dv={} block_size={} pos0={}", s.dk, s.dv, q.kv.block_size, q.pos0);
+    if (q.kv.block_size <= 0 || q.pos0 < 0) {
+      fail("attention: bad sequence block_size={} pos0={}", q.kv.block_size, q.pos0);
     }
     if (q.n_tokens <= 0) continue;
     calls.push_back(Call{kernels(), s, group, q.q, q.q_stride, q.pos0, q.kv, q.out, q.out_stride, nullptr});

@@ -8,14 +8,11 @@
 // lane, so lanes 0..7 hold block b's sum in eight parts and lanes 8..15 block b+1's; they
 // are converted to float and accumulated with the two blocks' scale products (d_w * d_a
 // spread over the lanes: the weight scales by one word permute of the pair's first 64
-// bytes, the token's by one permute of its 16 scales loaded at a time, or prepared once per
-// call for decode). The lanes are added up once per (row, token), at the end.
+// bytes, the token's by one permute of its 16 scales loaded at a time). The lanes are added
+// up once per (row, token), at the end.
 //
 // A (row, token) pair is summed in the same order whatever the tile, so a token's result
 // is bit-identical alone or in a batch (see matmul_avx2.cpp).
-#include <cstring>
-#include <vector>
-
 // GCC 12's AVX-512 headers build "undefined" vectors from themselves (GCC bug 105593,
 // fixed in 13), which -Wuninitialized reports at every use.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -36,7 +33,8 @@ namespace {
 MOE_AVX512_INLINE __m512 pair_scales(const BlockQ8_0* blk) {
   constexpr int w1 = int(sizeof(BlockQ8_0)) / 2;
   static_assert(sizeof(BlockQ8_0) % 2 == 0 && 2 * sizeof(BlockQ8_0) >= 64);
-  const __m512i idx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, w1, w1, w1, w1, w1, w1, w1, w1), 0);
+  const __m256i lanes = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, w1, w1, w1, w1, w1, w1, w1, w1);
+  const __m512i idx = _mm512_zextsi256_si512(lanes);
   const __m512i words = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(blk));
   return _mm512_cvtph_ps(_mm512_castsi512_si256(words));
 }
@@ -80,16 +78,6 @@ struct Q8_0Kernel512 {
   template <int R, int T>
   MOE_AVX512 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
                               int64_t ldy, int64_t pf_row) {
-    tile_with<R, T, false>(w, row, x, tok, y, ldy, pf_row, nullptr);
-  }
-
-  // The tile; with kPrepared (one token) the token's scales come already spread over the
-  // lanes, one vector per block pair (see gemv), instead of being permuted for every row.
-  // The values are the same either way.
-  template <int R, int T, bool kPrepared>
-  MOE_AVX512_INLINE static void tile_with(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
-                                          int64_t ldy, int64_t pf_row, const __m512* da_pairs) {
-    static_assert(!kPrepared || T == 1);
     const avx2::PrefetchRows<R> pf(w, row, pf_row);
     const BlockQ8_0* wr[R];
     Q8x32View a[T];
@@ -108,9 +96,7 @@ struct Q8_0Kernel512 {
       if constexpr (T == 1) {
         for (int r = 0; r < R; ++r) pf.template fetch<9>(r, b * int64_t(sizeof(BlockQ8_0)));
       }
-      if constexpr (!kPrepared) {
-        for (int t = 0; t < T; ++t) da16[t] = _mm512_loadu_ps(a[t].d + b);
-      }
+      for (int t = 0; t < T; ++t) da16[t] = _mm512_loadu_ps(a[t].d + b);
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         const __m512i idx = pair_index(k);
@@ -118,7 +104,7 @@ struct Q8_0Kernel512 {
         __m512 da[T];
         for (int t = 0; t < T; ++t) {
           av[t] = _mm512_loadu_si512(a[t].qs + 32 * (b + 2 * k));
-          da[t] = kPrepared ? da_pairs[b / 2 + k] : _mm512_permutexvar_ps(idx, da16[t]);
+          da[t] = _mm512_permutexvar_ps(idx, da16[t]);
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
@@ -139,7 +125,7 @@ struct Q8_0Kernel512 {
       __m512 da[T];
       for (int t = 0; t < T; ++t) {
         av[t] = lone ? _mm512_zextsi256_si512(load256(a[t].qs + 32 * b)) : _mm512_loadu_si512(a[t].qs + 32 * b);
-        da[t] = kPrepared ? da_pairs[b / 2] : pair_of(a[t].d[b], lone ? 0.0f : a[t].d[b + 1]);
+        da[t] = pair_of(a[t].d[b], lone ? 0.0f : a[t].d[b + 1]);
       }
       for (int r = 0; r < R; ++r) {
         const BlockQ8_0* blk = wr[r] + b;
@@ -154,45 +140,13 @@ struct Q8_0Kernel512 {
       }
     }
   }
-
-  // The token's scales spread over the lanes of every block pair, as tile_with uses them.
-  MOE_AVX512 static void prepare(const Q8x32View& a, int64_t nb, __m512* da_pairs) {
-    const int64_t nb16 = nb / 16 * 16;
-    for (int64_t b = 0; b < nb16; b += 16) {
-      const __m512 da16 = _mm512_loadu_ps(a.d + b);
-      for (int k = 0; k < 8; ++k) da_pairs[b / 2 + k] = _mm512_permutexvar_ps(pair_index(k), da16);
-    }
-    for (int64_t b = nb16; b < nb; b += 2) da_pairs[b / 2] = pair_of(a.d[b], b + 1 == nb ? 0.0f : a.d[b + 1]);
-  }
-
-  MOE_AVX512 static void gemv_row(const QMatrix& w, const PackedActs& x, float* y, int64_t r, int64_t pf_row,
-                                  const __m512* da_pairs) {
-    tile_with<1, 1, true>(w, r, x, 0, y, 0, pf_row, da_pairs);
-  }
-
-  // Decode: the token's scale lanes are the same for every row, so they are prepared once
-  // per call and kept per thread.
-  static void gemv(const QMatrix& w, const PackedActs& x, float* y, int64_t r0, int64_t r1) {
-    // Not std::allocator: instantiated outside AVX-512 code it may not honour the 64-byte
-    // alignment of __m512.
-    thread_local std::vector<__m512, detail::CacheAlignedAllocator<__m512>> prep;
-    const int64_t nb = w.cols / 32;
-    if (int64_t(prep.size()) < (nb + 1) / 2) prep.resize(size_t((nb + 1) / 2));
-    prepare(q8x32_view(x, 0), nb, prep.data());
-    gemv_loop(w, r0, r1, [&](int64_t r, int64_t pf_row) { gemv_row(w, x, y, r, pf_row, prep.data()); });
-  }
 };
-
-void q8_0_rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  if (x.n_tokens() == 1) return Q8_0Kernel512::gemv(w, x, y, r0, r1);
-  run_tiles<Q8_0Kernel512>(w, x, y, ldy, r0, r1);
-}
 
 }  // namespace
 
 RowsFn avx512_rows(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: return q8_0_rows;
+    case GgmlType::Q8_0: return run_tiles<Q8_0Kernel512>;
     default: return nullptr;
   }
 }

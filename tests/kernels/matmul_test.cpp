@@ -46,8 +46,11 @@ std::vector<MatmulPath> paths() {
     if (matmul_path_available(path)) {
       p.push_back(path);
     } else {
-      static bool said = false;
-      if (!std::exchange(said, true)) std::fprintf(stderr, "matmul_test: the %s path is not available on this CPU, not tested\n", matmul_path_name(path));
+      static bool said[3] = {};
+      if (!std::exchange(said[int(path)], true)) {
+        std::fprintf(stderr, "matmul_test: the %s path is not available on this CPU, not tested\n",
+                     matmul_path_name(path));
+      }
     }
   }
   return p;

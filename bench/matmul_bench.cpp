@@ -27,6 +27,7 @@
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/membw.h"
+#include "kernels/q8_0_r16.h"
 #include "kernels/quant.h"
 
 namespace moe {
@@ -71,10 +72,17 @@ const Matrices& matrices(GgmlType t, int64_t rows, int64_t cols, bool cold) {
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.05f);
   std::vector<float> row(static_cast<size_t>(cols));
+  // q8_0_r16 is q8_0 regrouped, as the loader makes it.
+  const GgmlType stored = t == GgmlType::Q8_0_R16 ? GgmlType::Q8_0 : t;
   std::vector<uint8_t> one(m->bytes_each);
   for (int64_t r = 0; r < rows; ++r) {
     for (auto& v : row) v = dist(rng);
-    quantize_row(t, row.data(), one.data() + size_t(r) * row_bytes(t, cols), cols);
+    quantize_row(stored, row.data(), one.data() + size_t(r) * row_bytes(t, cols), cols);
+  }
+  if (stored != t) {
+    std::vector<uint8_t> grouped(one.size());
+    regroup_q8_0_r16(make_qmatrix(stored, rows, cols, one.data()), grouped.data());
+    one.swap(grouped);
   }
   m->data.resize(m->bytes_each * size_t(m->copies));
   for (int i = 0; i < m->copies; ++i) std::copy(one.begin(), one.end(), m->data.begin() + long(i * m->bytes_each));
@@ -118,7 +126,7 @@ void mem_read(benchmark::State& state) {
 
 void register_all() {
   BENCHMARK(mem_read)->Name("MemRead/1GiB")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
-  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q8_0_R16, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
                             GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                             GgmlType::F16,  GgmlType::BF16, GgmlType::F32,  GgmlType::F8_E4M3_B128};
   const std::pair<int64_t, int64_t> shapes[] = {{2048, 2048}, {384, 2048}};

@@ -27,6 +27,9 @@ enum class GgmlType : uint32_t {
   // Internal: FP8 checkpoint weights served as they are. A block of 128 values is an f32
   // scale followed by 128 E4M3 codes (132 bytes); value = scale * e4m3(code).
   F8_E4M3_B128 = 1000,
+  // Internal: q8_0 rows regrouped 16 at a time at load for the AVX-512 kernel (see
+  // kernels/q8_0_r16.h). Same size as q8_0; a matrix of it is not an array of rows.
+  Q8_0_R16 = 1001,
 };
 
 struct GgmlTypeTraits {

@@ -15,6 +15,7 @@ enum class ActFormat { F32, Q8x32, Q8x256 };
 inline ActFormat act_format(GgmlType w) {
   switch (w) {
     case GgmlType::Q8_0:
+    case GgmlType::Q8_0_R16:
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::Q4_1:
@@ -100,6 +101,7 @@ RowsFn avx2_rows_kquant(GgmlType t);
 RowsFn avx2_rows_fp8();
 void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
 RowsFn avx512_rows(GgmlType t);
+RowsFn avx512_rows_q8_0_r16();
 
 // Calls the tile for exactly `n` (< kTokens) tokens, picking the instantiation at run time.
 template <class K, int R, int T>

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/quant.h"
 #include "model/transformer.h"
+#include "model/weight_regroup.h"
 
 namespace moe {
 namespace {
@@ -82,6 +83,14 @@ class Deepseek2 final : public Transformer {
       m.k_b.push_back(QMatrix{GgmlType::F32, c.kv_lora_rank, c.qk_nope_dim, dst, size_t(c.qk_nope_dim) * 4});
       m.v_b.push_back(QMatrix{kv_b.type, c.v_head_dim, c.kv_lora_rank,
                               kv_b.data + size_t(h * per_head + c.qk_nope_dim) * rb, rb});
+    }
+  }
+
+  void mark_attention_for_regrouping(WeightRegrouper& r) override {
+    for (MlaLayer& m : layers_) {
+      for (QMatrix* w : {&m.wq_a, &m.wq, &m.wkv_a, &m.wo}) r.add(*w);
+      for (QMatrix& k : m.k_b) r.add(k);
+      for (QMatrix& v : m.v_b) r.add(v);
     }
   }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/q8_0_r16.h"
+#include "model/weight_regroup.h"
 
 namespace moe {
 
@@ -25,13 +27,19 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
   std::unique_ptr<Model> model =
       config.arch == Arch::Deepseek2 ? make_deepseek2(std::move(file), config) : make_qwen3_moe(std::move(file), config);
 
+  WeightRegrouper regroup;
+  if (regroup_q8_0_here()) model->mark_for_regrouping(regroup, read_routed_experts);
+
   // Read every weight page now, so the first request does not pay for the disk and the
   // user sees progress while a large file comes in. Pages only touched stay out of this
   // process's memory (the page cache holds them for whichever process maps them).
+  // Regrouping comes after, as the last part of the progress.
   if (read_routed_experts) f.prefetch();
   const auto& tensors = f.tensors();
   uint64_t total = 0, done = 0;
   for (const auto& t : tensors) total += read_routed_experts || !routed_experts(t.name) ? t.n_bytes : 0;
+  const uint64_t read_bytes = total;
+  total += regroup.bytes();
   volatile uint8_t sink = 0;
   for (const auto& t : tensors) {
     if (!read_routed_experts && routed_experts(t.name)) continue;
@@ -42,6 +50,12 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
     }
     done += t.n_bytes;
     if (progress && total > 0) progress(double(done) / double(total));
+  }
+  if (regroup.bytes() > 0) {
+    model->regrouped_ = regroup.run([&](double f) {
+      if (progress) progress((double(read_bytes) + f * double(regroup.bytes())) / double(total));
+    });
+    model->regrouped_bytes_ = regroup.bytes();
   }
   return model;
 }

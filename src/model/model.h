@@ -15,6 +15,7 @@ namespace moe {
 
 class ThreadPool;
 class ExpertParallel;
+class WeightRegrouper;
 
 // One sequence's share of a step: n_tokens new tokens at positions pos0.. whose KV rows
 // are written into (and attention reads from) the blocks of block_table.
@@ -71,17 +72,25 @@ class Model {
   // Weights multiplied per token: a token costs about 2 FLOPs per active parameter.
   uint64_t active_params_per_token() const { return active_params_; }
   uint64_t total_weight_bytes() const { return total_bytes_; }
+  // Bytes of q8_0 weights regrouped at load for the AVX-512 kernel (0 where it did not).
+  uint64_t regrouped_weight_bytes() const { return regrouped_bytes_; }
 
  protected:
   Model(std::unique_ptr<GgufFile> file, ModelConfig config)
       : file_(std::move(file)), config_(std::move(config)) {}
+
+  // Marks the matrices the forward pass multiplies with for regrouping at load (the routed
+  // experts' too when routed_experts).
+  virtual void mark_for_regrouping(WeightRegrouper& r, bool routed_experts) = 0;
 
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   uint64_t active_bytes_ = 0;
   uint64_t active_params_ = 0;
   uint64_t total_bytes_ = 0;
+  uint64_t regrouped_bytes_ = 0;
   ExpertParallel* ep_ = nullptr;
+  std::shared_ptr<const void> regrouped_;  // the memory of the weights regrouped at load
 };
 
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<GgufFile> file, ModelConfig config);

@@ -5,6 +5,7 @@
 
 #include "core/thread_pool.h"
 #include "model/transformer.h"
+#include "model/weight_regroup.h"
 
 namespace moe {
 namespace {
@@ -40,6 +41,12 @@ class Qwen3Moe final : public Transformer {
   }
 
  private:
+  void mark_attention_for_regrouping(WeightRegrouper& r) override {
+    for (GqaLayer& g : layers_) {
+      for (QMatrix* w : {&g.wq, &g.wk, &g.wv, &g.wo}) r.add(*w);
+    }
+  }
+
   uint64_t attention_bytes(int64_t l) const override {
     const GqaLayer& g = layers_[size_t(l)];
     return bytes(g.wq) + bytes(g.wk) + bytes(g.wv) + bytes(g.wo);

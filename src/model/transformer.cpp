@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/quant.h"
+#include "model/weight_regroup.h"
 #include "moe/expert_parallel.h"
 
 namespace moe {
@@ -90,6 +91,19 @@ void Transformer::finish_load(const TensorTable& t) {
   active_bytes_ = active;
   active_params_ = params;
   total_bytes_ = t.bytes_used();
+}
+
+void Transformer::mark_for_regrouping(WeightRegrouper& r, bool routed_experts) {
+  r.add(output_);
+  for (FfnLayerWeights& f : ffn_) {
+    for (FfnWeights* w : {&f.dense, &f.shared}) {
+      for (QMatrix* m : {&w->gate, &w->up, &w->down}) r.add(*m);
+    }
+    if (routed_experts) {
+      for (Tensor* t : {&f.gate_exps, &f.up_exps, &f.down_exps}) r.add(*t);
+    }
+  }
+  mark_attention_for_regrouping(r);
 }
 
 void Transformer::embed(const std::vector<int32_t>& tokens, float* x) const {

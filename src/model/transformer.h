@@ -43,6 +43,9 @@ class Transformer : public Model {
   // input [T, n_embd]; rope tables are built for the step's positions.
   virtual void attention(int64_t layer, const Step& step, const float* h, float* x, KvStore& kv,
                          ThreadPool& pool) = 0;
+  void mark_for_regrouping(WeightRegrouper& r, bool routed_experts) override;
+  // The attention block's part of it.
+  virtual void mark_attention_for_regrouping(WeightRegrouper& r) = 0;
   // Bytes and parameters of one layer's attention weights (for the roofline).
   virtual uint64_t attention_bytes(int64_t layer) const = 0;
   virtual uint64_t attention_params(int64_t layer) const = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/q8_0_r16.h"
 
 namespace moe {
 
@@ -51,7 +52,7 @@ bool ExpertParallel::join_step(StepWork work) {
     const auto t0 = LiveReplacement::Clock::now();
     const placement::Trace window = load_.window();
     const LiveReplacement::Plan p =
-        replacement_.start(window, map_, comm_.rank(), [this](int64_t l, int32_t e) { return weights(l, e); });
+        replacement_.start(window, map_, comm_.rank(), [this](int64_t l, int32_t e) { return replica_source(l, e); });
     const double ms = std::chrono::duration<double, std::milli>(LiveReplacement::Clock::now() - t0).count();
     if (log_ && p.moves > 0) {
       log_(fmt::format("ep: re-placement planned at step {} in {:.1f} ms: {} expert copies, balance {:.3f} -> {:.3f} on the last {} steps",
@@ -79,12 +80,23 @@ void ExpertParallel::switch_placement() {
   if (log_) log_(fmt::format("ep: re-placement switched in at step {} ({} so far)", steps_, replacements_));
 }
 
-uint64_t ExpertParallel::read_in_own_experts() const {
+uint64_t ExpertParallel::read_in_own_experts() {
   uint64_t bytes = 0;
   volatile uint8_t sink = 0;
+  regrouped_ = regroup_q8_0_here();
   for (int64_t l = 0; l < map_.layers(); ++l) {
     for (const int32_t e : map_.experts_on(l, comm_.rank())) {
       const FfnWeights w = weights(l, e);
+      if (regrouped_ && can_regroup_q8_0(w.gate) && can_regroup_q8_0(w.up) && can_regroup_q8_0(w.down)) {
+        OwnedExpert o = allocate_expert_like(w);
+        for (auto [from, to] : {std::pair{&w.gate, &o.w.gate}, {&w.up, &o.w.up}, {&w.down, &o.w.down}}) {
+          *to = regroup_q8_0_r16(*from, static_cast<uint8_t*>(const_cast<void*>(to->data)));
+          release_weight_pages(*from);
+          bytes += size_t(from->rows) * from->row_stride;
+        }
+        owned_[{l, e}] = std::move(o);
+        continue;
+      }
       for (const QMatrix* m : {&w.gate, &w.up, &w.down}) {
         const size_t n = size_t(m->rows) * m->row_stride;
         const uint8_t* p = static_cast<const uint8_t*>(m->data);
@@ -102,6 +114,15 @@ FfnWeights ExpertParallel::weights(int64_t layer, int32_t expert) const {
   if (it != owned_.end()) return it->second.w;
   if (!source_) fail("expert parallelism: no weights for the routed experts");
   return source_(layer, expert);
+}
+
+FfnWeights ExpertParallel::replica_source(int64_t layer, int32_t expert) const {
+  FfnWeights w = weights(layer, expert);
+  if (regrouped_ && !owned_.contains({layer, expert}) && can_regroup_q8_0(w.gate) && can_regroup_q8_0(w.up) &&
+      can_regroup_q8_0(w.down)) {
+    for (QMatrix* m : {&w.gate, &w.up, &w.down}) m->type = GgmlType::Q8_0_R16;
+  }
+  return w;
 }
 
 void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool) {

@@ -48,8 +48,11 @@ class ExpertParallel {
   // Where the routed experts' weights are (the model file): required before the first step.
   void set_weight_source(ExpertSource source) { source_ = std::move(source); }
   // Reads the weights of the experts this rank holds into memory, so the first steps do not
-  // wait on the disk; the others' pages are never touched here. Returns the bytes read.
-  uint64_t read_in_own_experts() const;
+  // wait on the disk; the others' pages are never touched here. Where the loader regroups
+  // q8_0 weights (regroup_q8_0_here), the q8_0 experts are copied in regrouped instead, as
+  // a single process would hold them: replicas sent between ranks are then regrouped too,
+  // and a token's result does not depend on the rank that computed it. Returns the bytes read.
+  uint64_t read_in_own_experts();
   // Where to report re-placements (rank 0's are enough); none by default.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
 
@@ -77,8 +80,12 @@ class ExpertParallel {
   void run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool);
 
  private:
-  // The weights of a routed expert this rank holds: arrived by copy, else the file's.
+  // The weights of a routed expert this rank holds: regrouped at read-in or arrived by
+  // copy, else the file's.
   FfnWeights weights(int64_t layer, int32_t expert) const;
+  // What a copy of an expert is made of: its weights where this rank holds it; otherwise
+  // the file's, typed as the holder keeps them (regrouped or not).
+  FfnWeights replica_source(int64_t layer, int32_t expert) const;
   // Every rank at the same step: the plan is in place everywhere.
   void switch_placement();
 
@@ -98,6 +105,7 @@ class ExpertParallel {
   bool prefilling_ = false;  // some rank prefills in the step running
   int64_t planned_at_ = 0;  // synced steps of load when the last plan was made
   bool leaving_ = false;
+  bool regrouped_ = false;  // read_in_own_experts regrouped the q8_0 experts (on every rank)
   bool everyone_left_ = false;
   bool step_open_ = false;  // the last join started a step
   std::vector<int32_t> dest_;      // [n_tokens * k] the rank computing each pair

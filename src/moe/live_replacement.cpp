@@ -14,9 +14,9 @@ namespace {
 size_t matrix_bytes(const QMatrix& m) { return size_t(m.rows) * m.row_stride; }
 size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
 
-// Memory for one arriving replica, laid out like its source: gate, up, down, each 64-byte
-// aligned as the kernels' loads prefer.
-OwnedExpert allocate_like(const FfnWeights& shape) {
+}  // namespace
+
+OwnedExpert allocate_expert_like(const FfnWeights& shape) {
   const size_t gate = round_up(matrix_bytes(shape.gate)), up = round_up(matrix_bytes(shape.up));
   const size_t total = gate + up + round_up(matrix_bytes(shape.down));
   uint8_t* raw = static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(total, 64)));
@@ -29,8 +29,6 @@ OwnedExpert allocate_like(const FfnWeights& shape) {
   o.w.down.data = raw + gate + up;
   return o;
 }
-
-}  // namespace
 
 LiveReplacement::LiveReplacement(ReplacementOptions options) : options_(options), last_plan_(Clock::now()) {
   if (options_.chunk_bytes < 1 || options_.in_flight < 1) fail("re-placement: chunks must be at least 1 byte, 1 in flight");
@@ -64,7 +62,7 @@ LiveReplacement::Plan LiveReplacement::start(const placement::Trace& window, con
         const FfnWeights src = weights(l, e);
         OwnedExpert dst;
         if (to == me) {
-          dst = allocate_like(src);
+          dst = allocate_expert_like(src);
           arrived_.push_back({l, e, dst});
         }
         for (const auto& [s, d] : {std::pair{src.gate, dst.w.gate}, std::pair{src.up, dst.w.up}, std::pair{src.down, dst.w.down}}) {

@@ -37,6 +37,10 @@ struct OwnedExpert {
   FfnWeights w;
 };
 
+// Memory for one expert's weights laid out like `shape`'s (same types, sizes and row
+// strides): gate, up, down, each 64-byte aligned as the kernels' loads prefer.
+OwnedExpert allocate_expert_like(const FfnWeights& shape);
+
 // The weights of a routed expert this rank holds (file-mapped, or an OwnedExpert).
 using ExpertSource = std::function<FfnWeights(int64_t moe_layer, int32_t expert)>;
 

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/thread_pool.h"
 #include "engine/single_sequence.h"
+#include "kernels/q8_0_r16.h"
 #include "support/reference_model.h"
 #include "test_models.h"
 
@@ -151,6 +153,37 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantizedForwardTest,
                                            GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q4_K,
                                            GgmlType::Q5_K, GgmlType::Q6_K),
                          [](const auto& info) { return std::string(type_name(info.param)); });
+
+// Where the AVX-512 path is chosen, loading regroups q8_0 matrices 16 rows at a time for
+// its kernel. The logits must be those of the file's layout up to the order of float
+// additions (the integer block sums are exact either way), with the same greedy tokens.
+TEST(RegroupedWeights, AnswerLikeTheFileLayout) {
+  if (!regroup_q8_0_here()) GTEST_SKIP() << "this CPU does not take the AVX-512 path: q8_0 weights stay as in the file";
+  for (Arch arch : {Arch::Deepseek2, Arch::Qwen3Moe}) {
+    GenSpec spec = tiny(arch);
+    spec.type = GgmlType::Q8_0;
+    const std::string path = testing::write_model(spec, std::string("regroup_") + (arch == Arch::Deepseek2 ? "ds" : "qw"));
+    auto regrouped = Model::load(path);
+    ::setenv("MOENGINE_REGROUP", "0", 1);
+    auto plain = Model::load(path);
+    ::unsetenv("MOENGINE_REGROUP");
+    EXPECT_GT(regrouped->regrouped_weight_bytes(), regrouped->total_weight_bytes() / 2);
+    EXPECT_EQ(plain->regrouped_weight_bytes(), 0u);
+
+    const int64_t V = plain->config().n_vocab;
+    const std::vector<int32_t> tokens = test_tokens(12, V);
+    ThreadPool pool(2);
+    SingleSequence a(*regrouped, 16), b(*plain, 16);
+    const std::vector<float> got = a.prefill(tokens, true, pool);
+    const std::vector<float> want = b.prefill(tokens, true, pool);
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      const float* g = got.data() + t * V;
+      const float* w = want.data() + t * V;
+      EXPECT_LT(rel_max_diff(g, w, size_t(V)), 1e-3) << "row " << t;
+      EXPECT_EQ(std::max_element(g, g + V) - g, std::max_element(w, w + V) - w) << "row " << t;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace moe

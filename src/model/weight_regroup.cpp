@@ -1,0 +1,93 @@
+#include "model/weight_regroup.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+#include "kernels/q8_0_r16.h"
+
+namespace moe {
+namespace {
+
+constexpr size_t kHugePage = size_t(2) << 20;
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+// Anonymous memory, huge-page aligned and advised, unmapped with the last owner.
+std::shared_ptr<uint8_t> allocate(size_t bytes) {
+  const size_t size = round_up(std::max<size_t>(bytes, 1), kHugePage);
+  void* p = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail("out of memory regrouping {} MiB of weights: {}", bytes >> 20, std::strerror(errno));
+  uint8_t* raw = static_cast<uint8_t*>(p);
+  uint8_t* aligned = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
+  madvise(aligned, size, MADV_HUGEPAGE);  // advice only: without THP the pages are 4 KiB
+  return std::shared_ptr<uint8_t>(aligned, [raw, size](uint8_t*) { munmap(raw, size + kHugePage); });
+}
+
+}  // namespace
+
+void WeightRegrouper::add(QMatrix& m) {
+  if (!can_regroup_q8_0(m)) return;
+  matrices_.push_back({&m, size_t(bytes_)});
+  items_.push_back({m, size_t(bytes_)});
+  bytes_ += round_up(size_t(m.rows) * row_bytes(m.type, m.cols), 64);
+}
+
+void WeightRegrouper::add(Tensor& t) {
+  if (!t || t.type != GgmlType::Q8_0) return;
+  const int64_t n = t.ne.size() > 2 ? t.ne[2] : 1;
+  const QMatrix first = n > 1 ? t.slice(0) : t.matrix();
+  if (!can_regroup_q8_0(first)) return;
+  const size_t each = size_t(first.rows) * row_bytes(GgmlType::Q8_0, first.cols);
+  tensors_.push_back({&t, size_t(bytes_)});
+  for (int64_t i = 0; i < n; ++i) items_.push_back({n > 1 ? t.slice(i) : first, size_t(bytes_) + size_t(i) * each});
+  bytes_ += round_up(each * size_t(n), 64);
+}
+
+std::shared_ptr<const void> WeightRegrouper::run(const std::function<void(double)>& progress) {
+  if (items_.empty()) return {};
+  const std::shared_ptr<uint8_t> memory = allocate(size_t(bytes_));
+  uint8_t* base = memory.get();
+  // Workers take matrices (a 3-D tensor's one by one) while this thread reports progress.
+  std::atomic<size_t> next{0}, done_bytes{0};
+  const unsigned n_workers = unsigned(std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), items_.size()));
+  std::atomic<unsigned> running{n_workers};
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < n_workers; ++w) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < items_.size(); i = next++) {
+        const Item& it = items_[i];
+        regroup_q8_0_r16(it.source, base + it.offset);
+        release_weight_pages(it.source);
+        done_bytes += size_t(it.source.rows) * it.source.row_stride;
+      }
+      --running;
+    });
+  }
+  while (progress && running > 0) {
+    progress(double(done_bytes) / double(bytes_));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& w : workers) w.join();
+  if (progress) progress(1.0);
+
+  for (auto [m, offset] : matrices_) {
+    m->type = GgmlType::Q8_0_R16;
+    m->data = base + offset;
+    m->row_stride = row_bytes(GgmlType::Q8_0, m->cols);
+  }
+  for (auto [t, offset] : tensors_) {
+    t->type = GgmlType::Q8_0_R16;
+    t->data = base + offset;
+    t->slices.clear();
+  }
+  return memory;
+}
+
+}  // namespace moe

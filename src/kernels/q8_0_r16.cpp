@@ -29,7 +29,13 @@ QMatrix regroup_q8_0_r16(const QMatrix& m, uint8_t* dst) {
       for (int j = 0; j < kR16Rows; ++j) {
         const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(m.row(g * kR16Rows + j))[b];
         std::memcpy(out + 2 * j, &blk.d, 2);
-        for (int i = 0; i < 32; ++i) out[32 + 64 * (i / 4) + 4 * j + i % 4] = uint8_t(blk.qs[i] + 128);
+        // Four codes at a time; flipping the sign bit adds 128 to a two's complement byte.
+        for (int c = 0; c < 8; ++c) {
+          uint32_t four;
+          std::memcpy(&four, blk.qs + 4 * c, 4);
+          four ^= 0x80808080u;
+          std::memcpy(out + 32 + 64 * c + 4 * j, &four, 4);
+        }
       }
     }
   }

@@ -33,16 +33,21 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
   // Read every weight page now, so the first request does not pay for the disk and the
   // user sees progress while a large file comes in. Pages only touched stay out of this
   // process's memory (the page cache holds them for whichever process maps them).
-  // Regrouping comes after, as the last part of the progress.
+  // Tensors that are regrouped are read by the regrouping, which comes after, as the last
+  // part of the progress.
   if (read_routed_experts) f.prefetch();
   const auto& tensors = f.tensors();
+  auto read_in = [&](const GgufTensorInfo& t) {
+    return (read_routed_experts || !routed_experts(t.name)) &&
+           !regroup.starts_at(t.slices.empty() ? f.tensor_data(t) : t.slices.front());
+  };
   uint64_t total = 0, done = 0;
-  for (const auto& t : tensors) total += read_routed_experts || !routed_experts(t.name) ? t.n_bytes : 0;
+  for (const auto& t : tensors) total += read_in(t) ? t.n_bytes : 0;
   const uint64_t read_bytes = total;
   total += regroup.bytes();
   volatile uint8_t sink = 0;
   for (const auto& t : tensors) {
-    if (!read_routed_experts && routed_experts(t.name)) continue;
+    if (!read_in(t)) continue;
     const size_t parts = t.slices.empty() ? 1 : t.slices.size();
     for (size_t s = 0; s < parts; ++s) {
       const uint8_t* p = t.slices.empty() ? f.tensor_data(t) : t.slices[s];

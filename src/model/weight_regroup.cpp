@@ -36,6 +36,7 @@ void WeightRegrouper::add(QMatrix& m) {
   if (!can_regroup_q8_0(m)) return;
   matrices_.push_back({&m, size_t(bytes_)});
   items_.push_back({m, size_t(bytes_)});
+  starts_.insert(m.data);
   bytes_ += round_up(size_t(m.rows) * row_bytes(m.type, m.cols), 64);
 }
 
@@ -46,7 +47,10 @@ void WeightRegrouper::add(Tensor& t) {
   if (!can_regroup_q8_0(first)) return;
   const size_t each = size_t(first.rows) * row_bytes(GgmlType::Q8_0, first.cols);
   tensors_.push_back({&t, size_t(bytes_)});
-  for (int64_t i = 0; i < n; ++i) items_.push_back({n > 1 ? t.slice(i) : first, size_t(bytes_) + size_t(i) * each});
+  for (int64_t i = 0; i < n; ++i) {
+    items_.push_back({n > 1 ? t.slice(i) : first, size_t(bytes_) + size_t(i) * each});
+    starts_.insert(items_.back().source.data);
+  }
   bytes_ += round_up(each * size_t(n), 64);
 }
 

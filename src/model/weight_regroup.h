@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -25,6 +26,9 @@ class WeightRegrouper {
   void add(QMatrix& m);
   void add(Tensor& t);
   uint64_t bytes() const { return bytes_; }
+  // Whether a marked matrix starts at p (the loader need not read such a tensor in first:
+  // regrouping reads it).
+  bool starts_at(const void* p) const { return starts_.contains(p); }
 
   // Regroups everything marked into one allocation and points the matrices and tensors at
   // it; returns the allocation (keep it as long as they are used). progress(fraction).
@@ -36,6 +40,7 @@ class WeightRegrouper {
     size_t offset;  // in the allocation
   };
   std::vector<Item> items_;
+  std::unordered_set<const void*> starts_;
   std::vector<std::pair<QMatrix*, size_t>> matrices_;  // (matrix, offset of its item)
   std::vector<std::pair<Tensor*, size_t>> tensors_;    // (tensor, offset of its first matrix)
   uint64_t bytes_ = 0;

@@ -38,8 +38,12 @@ std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args, bool read
   ProgressBar bar((converting ? "loading checkpoint " : "loading ") + args.path);
   auto model = load_model(args.path, format, [&](double f) { bar.update(f); }, read_routed_experts);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident{}", double(model->total_weight_bytes()) / 1048576.0,
-                       secs, resident_mib(), read_routed_experts ? "" : " (routed experts not read yet)"));
+  const std::string regrouped =
+      model->regrouped_weight_bytes() > 0
+          ? fmt::format(" ({:.0f} MiB of q8_0 regrouped for the AVX-512 kernel)", double(model->regrouped_weight_bytes()) / 1048576.0)
+          : "";
+  bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident{}{}", double(model->total_weight_bytes()) / 1048576.0,
+                       secs, resident_mib(), regrouped, read_routed_experts ? "" : " (routed experts not read yet)"));
   std::fprintf(stderr, "model: %s\n", model->config().summary().c_str());
   return model;
 }

@@ -84,6 +84,13 @@ uint64_t ExpertParallel::read_in_own_experts() {
   uint64_t bytes = 0;
   volatile uint8_t sink = 0;
   regrouped_ = regroup_q8_0_here();
+  // A replica is sent in its holder's layout: every rank must use the same one.
+  const int64_t regrouping = comm_.sum_over_ranks(regrouped_ ? 1 : 0, "the q8_0 weight layout");
+  if (regrouping != 0 && regrouping != comm_.size()) {
+    fail("expert parallelism: {} of {} ranks regroup q8_0 weights for the AVX-512 kernel and the others do not; "
+         "give every rank the same CPU features, or MOENGINE_REGROUP=0 to all",
+         regrouping, comm_.size());
+  }
   for (int64_t l = 0; l < map_.layers(); ++l) {
     for (const int32_t e : map_.experts_on(l, comm_.rank())) {
       const FfnWeights w = weights(l, e);

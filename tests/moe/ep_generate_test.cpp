@@ -11,6 +11,7 @@
 
 #include "core/npy.h"
 #include "ep_placements.h"
+#include "core/cpu_features.h"
 #include "support/mpirun.h"
 #include "support/run_cli.h"
 
@@ -18,6 +19,7 @@ namespace moe {
 namespace {
 
 using testing::CliResult;
+using testing::moengine_bin;
 using testing::mpirun_moengine;
 using testing::run_command;
 using testing::run_moengine;
@@ -156,6 +158,19 @@ TEST(EpGenerate, APlacementThatDoesNotFitIsAnErrorFromEveryRank) {
   r = run_command(mpirun_moengine(2, args + broken) + " 2>&1");
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(count(r.out, broken + ":"), 2) << r.out;
+}
+
+// Replicas travel in their holder's layout, so a rank that keeps q8_0 as in the file while
+// the others regroup it for the AVX-512 kernel would compute garbage from them: every rank
+// refuses to start.
+TEST(EpGenerate, RanksMustAgreeOnTheWeightLayout) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.has_avx2_fma() && f.has_avx512() && f.avx512vnni)) GTEST_SKIP() << "no AVX-512 VNNI here: no rank regroups";
+  const std::string args = " " + moengine_bin() + " generate -m " + models().ds + " " + kPrompt + " --ep 2";
+  const CliResult r = run_command("timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1 -x MOENGINE_REGROUP=0" +
+                                  args + " : -np 1" + args + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(count(r.out, "1 of 2 ranks regroup q8_0 weights for the AVX-512 kernel and the others do not"), 2) << r.out;
 }
 
 TEST(EpGenerate, TheGroupMustBeWhatMpirunStarted) {

@@ -94,7 +94,7 @@ uint64_t ExpertParallel::read_in_own_experts() {
   for (int64_t l = 0; l < map_.layers(); ++l) {
     for (const int32_t e : map_.experts_on(l, comm_.rank())) {
       const FfnWeights w = weights(l, e);
-      if (regrouped_ && can_regroup_q8_0(w.gate) && can_regroup_q8_0(w.up) && can_regroup_q8_0(w.down)) {
+      if (held_regrouped(w)) {
         OwnedExpert o = allocate_expert_like(w);
         for (auto [from, to] : {std::pair{&w.gate, &o.w.gate}, {&w.up, &o.w.up}, {&w.down, &o.w.down}}) {
           *to = regroup_q8_0_r16(*from, static_cast<uint8_t*>(const_cast<void*>(to->data)));
@@ -125,11 +125,14 @@ FfnWeights ExpertParallel::weights(int64_t layer, int32_t expert) const {
 
 FfnWeights ExpertParallel::replica_source(int64_t layer, int32_t expert) const {
   FfnWeights w = weights(layer, expert);
-  if (regrouped_ && !owned_.contains({layer, expert}) && can_regroup_q8_0(w.gate) && can_regroup_q8_0(w.up) &&
-      can_regroup_q8_0(w.down)) {
+  if (!owned_.contains({layer, expert}) && held_regrouped(w)) {
     for (QMatrix* m : {&w.gate, &w.up, &w.down}) m->type = GgmlType::Q8_0_R16;
   }
   return w;
+}
+
+bool ExpertParallel::held_regrouped(const FfnWeights& file) const {
+  return regrouped_ && can_regroup_q8_0(file.gate) && can_regroup_q8_0(file.up) && can_regroup_q8_0(file.down);
 }
 
 void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool) {

@@ -86,6 +86,8 @@ class ExpertParallel {
   // What a copy of an expert is made of: its weights where this rank holds it; otherwise
   // the file's, typed as the holder keeps them (regrouped or not).
   FfnWeights replica_source(int64_t layer, int32_t expert) const;
+  // Whether an expert with these weights in the file is held regrouped.
+  bool held_regrouped(const FfnWeights& file) const;
   // Every rank at the same step: the plan is in place everywhere.
   void switch_placement();
 

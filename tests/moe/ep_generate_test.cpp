@@ -162,7 +162,8 @@ TEST(EpGenerate, APlacementThatDoesNotFitIsAnErrorFromEveryRank) {
 
 // Replicas travel in their holder's layout, so a rank that keeps q8_0 as in the file while
 // the others regroup it for the AVX-512 kernel would compute garbage from them: every rank
-// refuses to start.
+// refuses to start. The ranks find out together, at one collective, so mpirun may stop
+// one of them (for the other's exit) before it prints: the message must appear at least once.
 TEST(EpGenerate, RanksMustAgreeOnTheWeightLayout) {
   const CpuFeatures& f = cpu_features();
   if (!(f.has_avx2_fma() && f.has_avx512() && f.avx512vnni)) GTEST_SKIP() << "no AVX-512 VNNI here: no rank regroups";
@@ -170,7 +171,7 @@ TEST(EpGenerate, RanksMustAgreeOnTheWeightLayout) {
   const CliResult r = run_command("timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1 -x MOENGINE_REGROUP=0" +
                                   args + " : -np 1" + args + " 2>&1");
   EXPECT_NE(r.status, 0);
-  EXPECT_EQ(count(r.out, "1 of 2 ranks regroup q8_0 weights for the AVX-512 kernel and the others do not"), 2) << r.out;
+  EXPECT_GE(count(r.out, "1 of 2 ranks regroup q8_0 weights for the AVX-512 kernel and the others do not"), 1) << r.out;
 }
 
 TEST(EpGenerate, TheGroupMustBeWhatMpirunStarted) {

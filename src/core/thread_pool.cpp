@@ -4,12 +4,6 @@
 #include <sched.h>
 
 namespace moe {
-namespace {
-
-// About 50-100 microseconds of polling before a worker sleeps.
-constexpr int kSpinIterations = 20000;
-
-}  // namespace
 
 int ThreadPool::default_threads() {
   cpu_set_t set;
@@ -30,18 +24,6 @@ ThreadPool::~ThreadPool() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& t : threads_) t.join();
-}
-
-template <typename Pred>
-void ThreadPool::wait_until(Pred&& done) {
-  // A worker that was preempted mid-job needs this core back: after a short spin, give it up.
-  for (int spin = 0; !done(); ++spin) {
-    if (spin < kSpinIterations) {
-      _mm_pause();
-    } else {
-      std::this_thread::yield();
-    }
-  }
 }
 
 void ThreadPool::dispatch(Job job, void* ctx, bool every_thread) {

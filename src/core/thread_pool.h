@@ -70,14 +70,27 @@ class ThreadPool {
 
   static int default_threads();
 
+  // Spins, then yields, until done() holds: for a thread inside a job that waits on work
+  // another thread of the job has taken (that thread may be off its core for a while).
+  template <typename Pred>
+  static void wait_until(Pred&& done) {
+    for (int spin = 0; !done(); ++spin) {
+      if (spin < kSpinIterations) {
+        __builtin_ia32_pause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
  private:
+  // About 50-100 microseconds of polling before a waiting thread yields or sleeps.
+  static constexpr int kSpinIterations = 20000;
+
   using Job = void (*)(void*, int, int);
   // every_thread: run()'s contract (each worker runs the job), else join()'s.
   void dispatch(Job job, void* ctx, bool every_thread);
   void worker(int index);
-  // Spins, then yields, until the predicate holds.
-  template <typename Pred>
-  static void wait_until(Pred&& done);
 
   int n_threads_;
   std::vector<std::thread> threads_;

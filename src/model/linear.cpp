@@ -21,16 +21,27 @@ int64_t chunk_rows(const std::vector<Projection>& ps, int n_threads) {
   return (target + 15) / 16 * 16;
 }
 
+// Below this many input floats in all, converting them takes less than handing the
+// conversion to the pool (a decode step's projections: a few thousand floats each).
+constexpr int64_t kInlinePackFloats = 1 << 16;
+
 }  // namespace
 
 void Projector::run(const std::vector<Projection>& ps, int64_t n_tokens, ThreadPool& pool) {
   if (packed_.size() < ps.size()) packed_.resize(ps.size());
-  pool.parallel_for(int64_t(ps.size()), 1, [&](int64_t b, int64_t e) {
+  int64_t floats = 0;
+  for (const Projection& p : ps) floats += n_tokens * p.w.cols;
+  auto pack = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const Projection& p = ps[size_t(i)];
       packed_[size_t(i)].pack(p.w.type, p.x, n_tokens, p.w.cols, p.ldx);
     }
-  });
+  };
+  if (floats <= kInlinePackFloats) {
+    pack(0, int64_t(ps.size()));
+  } else {
+    pool.parallel_for(int64_t(ps.size()), 1, pack);
+  }
   const int64_t step = chunk_rows(ps, pool.size());
   std::vector<Chunk> chunks;
   for (size_t i = 0; i < ps.size(); ++i) {

@@ -9,20 +9,13 @@
 namespace moe {
 namespace {
 
-// Rows of one weight matrix handled by one work item, for a phase over `total` rows: about
-// four items per thread, so the dynamic hand-out balances them, each as long as that
-// allows: a decode step's weights stream from memory, and every item starts a stream that
-// no prefetch has run ahead of yet.
+// Rows of one weight matrix handled by one work item, for a matrix kind with `total` rows
+// over all jobs: about eight items per thread, so that the items left when a thread runs
+// out of work are short and the threads finish the phase together.
 int64_t rows_per_item(int64_t total, int threads) {
-  const int64_t per = (total + 4 * threads - 1) / (4 * threads);
-  return std::max<int64_t>(64, (per + 15) / 16 * 16);
+  const int64_t per = (total + 8 * threads - 1) / (8 * threads);
+  return std::max<int64_t>(32, (per + 15) / 16 * 16);
 }
-
-struct WorkItem {
-  int32_t job;
-  int64_t row_begin;
-  int64_t row_end;
-};
 
 }  // namespace
 
@@ -78,50 +71,62 @@ const float* FfnRunner::result(RowRef r) const {
 }
 
 void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
-  int64_t rows = 0, max_ff = 0;
+  int64_t rows = 0, max_ff = 0, ff_rows = 0;
   for (size_t j = 0; j < n_jobs_; ++j) {
     jobs_[j].scratch_row = rows;
     rows += int64_t(jobs_[j].tokens.size());
     max_ff = std::max(max_ff, jobs_[j].w.gate.rows);
+    ff_rows += jobs_[j].w.gate.rows;
   }
   if (gathered_.size() < size_t(rows * n_embd_)) gathered_.resize(size_t(rows * n_embd_));
   if (down_.size() < size_t(rows * n_embd_)) down_.resize(size_t(rows * n_embd_));
   if (hidden_.size() < size_t(rows * max_ff)) hidden_.resize(size_t(rows * max_ff));
   if (up_.size() < size_t(rows * max_ff)) up_.resize(size_t(rows * max_ff));
+  if (n_states_ < n_jobs_) {
+    states_ = std::make_unique<JobState[]>(n_jobs_);
+    n_states_ = n_jobs_;
+  }
 
-  int64_t ff_rows = 0;
-  for (size_t j = 0; j < n_jobs_; ++j) ff_rows += jobs_[j].w.gate.rows;
+  // One phase: every job's gate/up items, then every job's down items. The first thread to
+  // reach a job gathers and converts its tokens; the last to finish its gate/up items
+  // converts the hidden rows for the down projection. An item waits only on items earlier
+  // in the pile, which running threads hold, so the phase always completes.
   const int64_t ff_chunk = rows_per_item(ff_rows, pool.size());
   const int64_t embd_chunk = rows_per_item(int64_t(n_jobs_) * n_embd_, pool.size());
-  std::vector<WorkItem> ff_items, embd_items;
+  items_.clear();
   for (size_t j = 0; j < n_jobs_; ++j) {
-    for (int64_t r = 0; r < jobs_[j].w.gate.rows; r += ff_chunk) {
-      ff_items.push_back({int32_t(j), r, std::min(r + ff_chunk, jobs_[j].w.gate.rows)});
+    int32_t n = 0;
+    for (int64_t r = 0; r < jobs_[j].w.gate.rows; r += ff_chunk, ++n) {
+      items_.push_back({int32_t(j), false, r, std::min(r + ff_chunk, jobs_[j].w.gate.rows)});
     }
+    states_[j].input.store(kNotStarted, std::memory_order_relaxed);
+    states_[j].ff_left.store(n, std::memory_order_relaxed);
+    states_[j].hidden_ready.store(false, std::memory_order_relaxed);
+  }
+  for (size_t j = 0; j < n_jobs_; ++j) {
     for (int64_t r = 0; r < n_embd_; r += embd_chunk) {
-      embd_items.push_back({int32_t(j), r, std::min(r + embd_chunk, n_embd_)});
+      items_.push_back({int32_t(j), true, r, std::min(r + embd_chunk, n_embd_)});
     }
   }
 
-  // Gather each job's tokens and convert them for its gate/up weights.
-  pool.parallel_for(int64_t(n_jobs_), 1, [&](int64_t b, int64_t e) {
-    for (int64_t j = b; j < e; ++j) {
-      Job& job = jobs_[size_t(j)];
-      float* dst = gathered_.data() + job.scratch_row * n_embd_;
-      for (size_t i = 0; i < job.tokens.size(); ++i) {
-        std::copy_n(x + job.tokens[i] * ldx, n_embd_, dst + int64_t(i) * n_embd_);
-      }
-      job.in.pack(job.w.gate.type, dst, int64_t(job.tokens.size()), n_embd_, n_embd_);
-      if (job.w.up.type != job.w.gate.type) {
-        job.mid.pack(job.w.up.type, dst, int64_t(job.tokens.size()), n_embd_, n_embd_);
-      }
-    }
-  });
-
-  pool.parallel_for(int64_t(ff_items.size()), 1, [&](int64_t b, int64_t e) {
+  pool.parallel_for(int64_t(items_.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const WorkItem& it = ff_items[size_t(i)];
-      const Job& job = jobs_[size_t(it.job)];
+      const WorkItem& it = items_[size_t(i)];
+      Job& job = jobs_[size_t(it.job)];
+      JobState& st = states_[size_t(it.job)];
+      if (it.down) {
+        ThreadPool::wait_until([&] { return st.hidden_ready.load(std::memory_order_acquire); });
+        matmul_rows(job.w.down, job.mid, down_.data() + job.scratch_row * n_embd_, n_embd_, it.row_begin,
+                    it.row_end);
+        continue;
+      }
+      int expected = kNotStarted;
+      if (st.input.compare_exchange_strong(expected, kStarted, std::memory_order_acquire)) {
+        prepare_input(job, x, ldx);
+        st.input.store(kReady, std::memory_order_release);
+      } else {
+        ThreadPool::wait_until([&] { return st.input.load(std::memory_order_acquire) == kReady; });
+      }
       float* gate = hidden_.data() + job.scratch_row * max_ff;
       float* up = up_.data() + job.scratch_row * max_ff;
       matmul_rows(job.w.gate, job.in, gate, max_ff, it.row_begin, it.row_end);
@@ -131,25 +136,23 @@ void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
         float* g = gate + int64_t(t) * max_ff + it.row_begin;
         swiglu(g, up + int64_t(t) * max_ff + it.row_begin, g, it.row_end - it.row_begin);
       }
+      if (st.ff_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        job.mid.pack(job.w.down.type, gate, int64_t(job.tokens.size()), job.w.gate.rows, max_ff);
+        st.hidden_ready.store(true, std::memory_order_release);
+      }
     }
   });
+}
 
-  pool.parallel_for(int64_t(n_jobs_), 1, [&](int64_t b, int64_t e) {
-    for (int64_t j = b; j < e; ++j) {
-      Job& job = jobs_[size_t(j)];
-      job.mid.pack(job.w.down.type, hidden_.data() + job.scratch_row * max_ff,
-                   int64_t(job.tokens.size()), job.w.gate.rows, max_ff);
-    }
-  });
-
-  pool.parallel_for(int64_t(embd_items.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const WorkItem& it = embd_items[size_t(i)];
-      const Job& job = jobs_[size_t(it.job)];
-      matmul_rows(job.w.down, job.mid, down_.data() + job.scratch_row * n_embd_, n_embd_,
-                  it.row_begin, it.row_end);
-    }
-  });
+void FfnRunner::prepare_input(Job& job, const float* x, int64_t ldx) {
+  float* dst = gathered_.data() + job.scratch_row * n_embd_;
+  for (size_t i = 0; i < job.tokens.size(); ++i) {
+    std::copy_n(x + job.tokens[i] * ldx, n_embd_, dst + int64_t(i) * n_embd_);
+  }
+  job.in.pack(job.w.gate.type, dst, int64_t(job.tokens.size()), n_embd_, n_embd_);
+  if (job.w.up.type != job.w.gate.type) {
+    job.mid.pack(job.w.up.type, dst, int64_t(job.tokens.size()), n_embd_, n_embd_);
+  }
 }
 
 void FfnRunner::combine(float* out, int64_t ldo, ThreadPool& pool) {

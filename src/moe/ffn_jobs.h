@@ -1,6 +1,6 @@
 #pragma once
-// Runs many SwiGLU feed-forward networks over subsets of a batch's tokens in a few
-// parallel phases: every routed expert of an MoE layer (each on the tokens routed to it,
+// Runs many SwiGLU feed-forward networks over subsets of a batch's tokens in one
+// parallel phase: every routed expert of an MoE layer (each on the tokens routed to it,
 // gathered so its weights stream from memory once for all of them), the shared experts and
 // dense FFNs (all tokens). Outputs are accumulated per token in a fixed order (the order
 // the jobs' contributions were added for that token), so a token's result does not depend
@@ -9,7 +9,9 @@
 // Under expert parallelism some of a token's experts run on other ranks: their rows come
 // back as external contributions, summed in the same order as local ones, and the rows
 // this rank computes for other ranks' tokens are read back by handle after compute().
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -67,7 +69,21 @@ class FfnRunner {
     float weight;
     const float* external;  // instead of a job's row, when set
   };
+  // Progress of one job within compute()'s phase.
+  static constexpr int kNotStarted = 0, kStarted = 1, kReady = 2;
+  struct JobState {
+    std::atomic<int> input{kNotStarted};  // its tokens gathered and converted
+    std::atomic<int> ff_left{0};          // gate/up items not finished
+    std::atomic<bool> hidden_ready{false};  // hidden rows converted for the down projection
+  };
+  struct WorkItem {
+    int32_t job;
+    bool down;  // a down item (rows of n_embd), else a gate/up item (rows of n_ff)
+    int64_t row_begin;
+    int64_t row_end;
+  };
   int find_or_add_job(const FfnWeights& w);
+  void prepare_input(Job& job, const float* x, int64_t ldx);
   RowRef add_input(const FfnWeights& w, int32_t input);
 
   int64_t n_tokens_ = 0;
@@ -80,6 +96,9 @@ class FfnRunner {
   std::vector<float> hidden_;    // [rows, max n_ff] gate, then silu(gate)*up
   std::vector<float> up_;        // [rows, max n_ff]
   std::vector<float> down_;      // [rows, n_embd]
+  std::unique_ptr<JobState[]> states_;
+  size_t n_states_ = 0;
+  std::vector<WorkItem> items_;
 };
 
 }  // namespace moe

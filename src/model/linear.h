@@ -29,6 +29,7 @@ class Projector {
 
  private:
   std::vector<PackedActs> packed_;
+  std::vector<int32_t> source_;  // the projection whose conversion of the input each one uses
   std::vector<Projection> one_;
 };
 

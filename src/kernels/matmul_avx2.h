@@ -35,6 +35,20 @@ MOE_AVX2_INLINE __m256i dot_u8s8_scaled(__m256i u, __m256i s, __m256i scale) {
 
 MOE_AVX2_INLINE float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
+// The 12 packed 6-bit scale/min bytes of a q4_K/q5_K block as 16 bytes: scales 0-7, then
+// mins 0-7. Unpacked in vector registers (a scalar unpack costs twice the instructions
+// plus the moves into vector registers). The 16-byte load reads 4 bytes past the 12 scale
+// bytes, still inside the block.
+MOE_AVX2_INLINE __m128i unpack_k4_scales_mins(const uint8_t* s) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));  // u32 lanes u0 u1 u2 -
+  const __m128i low6 = _mm_and_si128(v, _mm_set1_epi8(63));                // sc0-3, m0-3
+  const __m128i u2 = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2));
+  const __m128i nib = _mm_and_si128(_mm_srlv_epi32(u2, _mm_setr_epi32(0, 4, 0, 4)), _mm_set1_epi8(15));
+  const __m128i top = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));
+  const __m128i high = _mm_or_si128(nib, top);                              // sc4-7, m4-7
+  return _mm_unpacklo_epi32(low6, high);
+}
+
 // Where the four vectors of fp8x32_to_ps start within its 32 codes.
 inline constexpr int kFp8x32Order[4] = {0, 16, 8, 24};
 

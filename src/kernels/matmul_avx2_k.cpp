@@ -24,17 +24,8 @@ struct ScalesMins {
   __m256i mins;
 };
 
-// Unpacked in vector registers (a scalar unpack costs twice the instructions plus the
-// moves into vector registers). The 16-byte load reads 4 bytes past the 12 scale bytes,
-// still inside the block.
 MOE_AVX2_INLINE ScalesMins unpack_scales_k4(const uint8_t* s) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));  // u32 lanes u0 u1 u2 -
-  const __m128i low6 = _mm_and_si128(v, _mm_set1_epi8(63));                // sc0-3, m0-3
-  const __m128i u2 = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2));
-  const __m128i nib = _mm_and_si128(_mm_srlv_epi32(u2, _mm_setr_epi32(0, 4, 0, 4)), _mm_set1_epi8(15));
-  const __m128i top = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));
-  const __m128i high = _mm_or_si128(nib, top);                              // sc4-7, m4-7
-  const __m128i all = _mm_unpacklo_epi32(low6, high);                       // sc0-7, m0-7
+  const __m128i all = unpack_k4_scales_mins(s);
   const __m128i m8 = _mm_srli_si128(all, 8);
   return {_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(all)), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8))};
 }

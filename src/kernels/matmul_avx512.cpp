@@ -1,5 +1,6 @@
-// AVX-512 (F, BW, VL, VNNI) kernel for q8_0 weights against q8 activations. The other
-// types run their AVX2 kernels on this path.
+// AVX-512 (F, BW, VL, VNNI) kernel for q8_0 weights against q8 activations, and the path's
+// table of kernels (the k-quants' are in matmul_avx512_k.cpp, q8_0_r16's in
+// matmul_avx512_r16.cpp; the other types run their AVX2 kernels on this path).
 //
 // Two blocks fill a 512-bit register: 64 weight codes against 64 activation codes. q8_0
 // codes are signed and vpdpbusd multiplies unsigned by signed bytes, so the weights go in
@@ -147,7 +148,7 @@ struct Q8_0Kernel512 {
 RowsFn avx512_rows(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: return run_tiles<Q8_0Kernel512>;
-    default: return nullptr;
+    default: return avx512_rows_kquant(t);
   }
 }
 

@@ -102,6 +102,7 @@ RowsFn avx2_rows_fp8();
 void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
 RowsFn avx512_rows(GgmlType t);
 RowsFn avx512_rows_q8_0_r16();
+RowsFn avx512_rows_kquant(GgmlType t);
 
 // Calls the tile for exactly `n` (< kTokens) tokens, picking the instantiation at run time.
 template <class K, int R, int T>

@@ -209,6 +209,10 @@ bool matmul_path_available(MatmulPath path) {
   return false;
 }
 
+bool matmul_rounds_to_bf16(MatmulPath path, GgmlType t) {
+  return t == GgmlType::BF16 && matmul_path_available(path) && rows_fn(path, t) == mm::avx512_rows_bf16();
+}
+
 const char* matmul_path_name(MatmulPath path) {
   switch (path) {
     case MatmulPath::Generic: return "generic";

@@ -109,6 +109,10 @@ enum class MatmulPath { Generic, Avx2, Avx512 };
 MatmulPath matmul_best_path();
 bool matmul_path_available(MatmulPath path);
 const char* matmul_path_name(MatmulPath path);
+// Whether `path` rounds the activations to bf16 for weights of type t (the AVX-512 BF16
+// kernel multiplies bf16 pairs): its results then differ from the others by up to 2^-9 of
+// each product on top of the order of float additions.
+bool matmul_rounds_to_bf16(MatmulPath path, GgmlType t);
 
 // matmul_rows on a given path; throws if the path is not available on this CPU.
 void matmul_rows_with(MatmulPath path, const QMatrix& w, const PackedActs& x, float* y, int64_t ldy,

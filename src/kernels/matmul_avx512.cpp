@@ -1,6 +1,7 @@
 // AVX-512 (F, BW, VL, VNNI) kernel for q8_0 weights against q8 activations, and the path's
 // table of kernels (the k-quants' are in matmul_avx512_k.cpp, q8_0_r16's in
-// matmul_avx512_r16.cpp; the other types run their AVX2 kernels on this path).
+// matmul_avx512_r16.cpp, bf16's in matmul_avx512_bf16.cpp where the CPU has AVX512_BF16;
+// the other types run their AVX2 kernels on this path).
 //
 // Two blocks fill a 512-bit register: 64 weight codes against 64 activation codes. q8_0
 // codes are signed and vpdpbusd multiplies unsigned by signed bytes, so the weights go in
@@ -19,6 +20,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "core/cpu_features.h"
 #include "kernels/matmul_avx2.h"
 #include "kernels/matmul_avx512.h"
 #include "kernels/matmul_impl.h"
@@ -148,6 +150,7 @@ struct Q8_0Kernel512 {
 RowsFn avx512_rows(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: return run_tiles<Q8_0Kernel512>;
+    case GgmlType::BF16: return cpu_features().avx512bf16 ? avx512_rows_bf16() : nullptr;
     default: return avx512_rows_kquant(t);
   }
 }

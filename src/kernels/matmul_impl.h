@@ -103,6 +103,7 @@ void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const Ac
 RowsFn avx512_rows(GgmlType t);
 RowsFn avx512_rows_q8_0_r16();
 RowsFn avx512_rows_kquant(GgmlType t);
+RowsFn avx512_rows_bf16();
 
 // Calls the tile for exactly `n` (< kTokens) tokens, picking the instantiation at run time.
 template <class K, int R, int T>

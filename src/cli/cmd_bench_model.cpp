@@ -148,6 +148,7 @@ void run(const BenchModelArgs& a) {
                         {"cpu", cpu_features().describe()},
                         {"matmul_backend", matmul_backend_name()},
                         {"attention_backend", attention_backend_name()},
+                        {"moved_weight_bytes", model->moved_weight_bytes()},
                         {"regrouped_weight_bytes", model->regrouped_weight_bytes()},
                         {"pp", a.pp},
                         {"tg", a.tg},
@@ -172,9 +173,10 @@ void run(const BenchModelArgs& a) {
     return;
   }
   std::printf("model: %s\n", c.summary().c_str());
-  std::printf("cpu: %s; matmul: %s; attention: %s; regrouped: %.0f MiB; threads: %d\n",
+  std::printf("cpu: %s; matmul: %s; attention: %s; huge pages: %.0f MiB; regrouped: %.0f MiB; threads: %d\n",
               cpu_features().describe().c_str(), matmul_backend_name(), attention_backend_name(),
-              double(model->regrouped_weight_bytes()) / 1048576.0, pool.size());
+              double(model->moved_weight_bytes()) / 1048576.0, double(model->regrouped_weight_bytes()) / 1048576.0,
+              pool.size());
   std::printf("| test   |          t/s |\n|--------|--------------|\n");
   std::printf("| pp%-4d | %7.2f ± %.2f |\n", a.pp, pp.mean, pp.stddev);
   std::printf("| tg%-4d | %7.2f ± %.2f |\n", a.tg, tg.mean, tg.stddev);

@@ -38,10 +38,14 @@ std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args, bool read
   ProgressBar bar((converting ? "loading checkpoint " : "loading ") + args.path);
   auto model = load_model(args.path, format, [&](double f) { bar.update(f); }, read_routed_experts);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double moved = double(model->moved_weight_bytes()) / 1048576.0;
+  const double regrouped_mib = double(model->regrouped_weight_bytes()) / 1048576.0;
   const std::string regrouped =
-      model->regrouped_weight_bytes() > 0
-          ? fmt::format(" ({:.0f} MiB of q8_0 regrouped for the AVX-512 kernel)", double(model->regrouped_weight_bytes()) / 1048576.0)
-          : "";
+      model->moved_weight_bytes() == 0 ? ""
+      : model->regrouped_weight_bytes() == 0
+          ? fmt::format(" ({:.0f} MiB moved into huge pages)", moved)
+          : fmt::format(" ({:.0f} MiB moved into huge pages, {:.0f} MiB of them q8_0 regrouped for the AVX-512 kernel)",
+                        moved, regrouped_mib);
   bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident{}{}", double(model->total_weight_bytes()) / 1048576.0,
                        secs, resident_mib(), regrouped, read_routed_experts ? "" : " (routed experts not read yet)"));
   std::fprintf(stderr, "model: %s\n", model->config().summary().c_str());

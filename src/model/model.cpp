@@ -27,14 +27,14 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
   std::unique_ptr<Model> model =
       config.arch == Arch::Deepseek2 ? make_deepseek2(std::move(file), config) : make_qwen3_moe(std::move(file), config);
 
-  WeightRegrouper regroup;
-  if (regroup_q8_0_here()) model->mark_for_regrouping(regroup, read_routed_experts);
+  WeightRegrouper regroup(regroup_q8_0_here());
+  if (weights_move_here()) model->mark_for_regrouping(regroup, read_routed_experts);
 
   // Read every weight page now, so the first request does not pay for the disk and the
   // user sees progress while a large file comes in. Pages only touched stay out of this
   // process's memory (the page cache holds them for whichever process maps them).
-  // Tensors that are regrouped are read by the regrouping, which comes after, as the last
-  // part of the progress.
+  // Tensors that are moved are read by the move, which comes after, as the last part of the
+  // progress.
   if (read_routed_experts) f.prefetch();
   const auto& tensors = f.tensors();
   auto read_in = [&](const GgufTensorInfo& t) {
@@ -57,10 +57,11 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
     if (progress && total > 0) progress(double(done) / double(total));
   }
   if (regroup.bytes() > 0) {
-    model->regrouped_ = regroup.run([&](double f) {
+    model->moved_ = regroup.run([&](double f) {
       if (progress) progress((double(read_bytes) + f * double(regroup.bytes())) / double(total));
     });
-    model->regrouped_bytes_ = regroup.bytes();
+    model->moved_bytes_ = regroup.bytes();
+    model->regrouped_bytes_ = regroup.regrouped_bytes();
   }
   return model;
 }

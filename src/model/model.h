@@ -72,15 +72,17 @@ class Model {
   // Weights multiplied per token: a token costs about 2 FLOPs per active parameter.
   uint64_t active_params_per_token() const { return active_params_; }
   uint64_t total_weight_bytes() const { return total_bytes_; }
-  // Bytes of q8_0 weights regrouped at load for the AVX-512 kernel (0 where it did not).
+  // Bytes of weights moved at load into memory the model owns (huge pages), and of those
+  // the q8_0 ones regrouped for the AVX-512 kernel (see model/weight_regroup.h).
+  uint64_t moved_weight_bytes() const { return moved_bytes_; }
   uint64_t regrouped_weight_bytes() const { return regrouped_bytes_; }
 
  protected:
   Model(std::unique_ptr<GgufFile> file, ModelConfig config)
       : file_(std::move(file)), config_(std::move(config)) {}
 
-  // Marks the matrices the forward pass multiplies with for regrouping at load (the routed
-  // experts' too when routed_experts).
+  // Marks the matrices the forward pass multiplies with to be moved (and q8_0 regrouped)
+  // at load, the routed experts' too when routed_experts.
   virtual void mark_for_regrouping(WeightRegrouper& r, bool routed_experts) = 0;
 
   std::unique_ptr<GgufFile> file_;
@@ -88,9 +90,10 @@ class Model {
   uint64_t active_bytes_ = 0;
   uint64_t active_params_ = 0;
   uint64_t total_bytes_ = 0;
+  uint64_t moved_bytes_ = 0;
   uint64_t regrouped_bytes_ = 0;
   ExpertParallel* ep_ = nullptr;
-  std::shared_ptr<const void> regrouped_;  // the memory of the weights regrouped at load
+  std::shared_ptr<const void> moved_;  // the memory of the weights moved at load
 };
 
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<GgufFile> file, ModelConfig config);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -23,7 +24,7 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 std::shared_ptr<uint8_t> allocate(size_t bytes) {
   const size_t size = round_up(std::max<size_t>(bytes, 1), kHugePage);
   void* p = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail("out of memory regrouping {} MiB of weights: {}", bytes >> 20, std::strerror(errno));
+  if (p == MAP_FAILED) fail("out of memory moving {} MiB of weights: {}", bytes >> 20, std::strerror(errno));
   uint8_t* raw = static_cast<uint8_t*>(p);
   uint8_t* aligned = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
   madvise(aligned, size, MADV_HUGEPAGE);  // advice only: without THP the pages are 4 KiB
@@ -32,26 +33,35 @@ std::shared_ptr<uint8_t> allocate(size_t bytes) {
 
 }  // namespace
 
+bool weights_move_here() {
+  const char* env = std::getenv("MOENGINE_REGROUP");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 void WeightRegrouper::add(QMatrix& m) {
-  if (!can_regroup_q8_0(m)) return;
-  matrices_.push_back({&m, size_t(bytes_)});
-  items_.push_back({m, size_t(bytes_)});
+  if (m.data == nullptr || m.rows <= 0 || m.row_stride != row_bytes(m.type, m.cols)) return;
+  const bool regroup = regroup_q8_0_ && can_regroup_q8_0(m);
+  const size_t size = size_t(m.rows) * m.row_stride;
+  matrices_.push_back({&m, size_t(bytes_), regroup});
+  items_.push_back({m, size_t(bytes_), regroup});
   starts_.insert(m.data);
-  bytes_ += round_up(size_t(m.rows) * row_bytes(m.type, m.cols), 64);
+  bytes_ += round_up(size, 64);
+  if (regroup) regrouped_bytes_ += size;
 }
 
 void WeightRegrouper::add(Tensor& t) {
-  if (!t || t.type != GgmlType::Q8_0) return;
+  if (!t) return;
   const int64_t n = t.ne.size() > 2 ? t.ne[2] : 1;
   const QMatrix first = n > 1 ? t.slice(0) : t.matrix();
-  if (!can_regroup_q8_0(first)) return;
-  const size_t each = size_t(first.rows) * row_bytes(GgmlType::Q8_0, first.cols);
-  tensors_.push_back({&t, size_t(bytes_)});
+  const bool regroup = regroup_q8_0_ && can_regroup_q8_0(first);
+  const size_t each = size_t(first.rows) * row_bytes(t.type, first.cols);
+  tensors_.push_back({&t, size_t(bytes_), regroup});
   for (int64_t i = 0; i < n; ++i) {
-    items_.push_back({n > 1 ? t.slice(i) : first, size_t(bytes_) + size_t(i) * each});
+    items_.push_back({n > 1 ? t.slice(i) : first, size_t(bytes_) + size_t(i) * each, regroup});
     starts_.insert(items_.back().source.data);
   }
   bytes_ += round_up(each * size_t(n), 64);
+  if (regroup) regrouped_bytes_ += each * size_t(n);
 }
 
 std::shared_ptr<const void> WeightRegrouper::run(const std::function<void(double)>& progress) {
@@ -67,7 +77,11 @@ std::shared_ptr<const void> WeightRegrouper::run(const std::function<void(double
     workers.emplace_back([&] {
       for (size_t i = next++; i < items_.size(); i = next++) {
         const Item& it = items_[i];
-        regroup_q8_0_r16(it.source, base + it.offset);
+        if (it.regroup) {
+          regroup_q8_0_r16(it.source, base + it.offset);
+        } else {
+          std::memcpy(base + it.offset, it.source.data, size_t(it.source.rows) * it.source.row_stride);
+        }
         release_weight_pages(it.source);
         done_bytes += size_t(it.source.rows) * it.source.row_stride;
       }
@@ -81,15 +95,14 @@ std::shared_ptr<const void> WeightRegrouper::run(const std::function<void(double
   for (auto& w : workers) w.join();
   if (progress) progress(1.0);
 
-  for (auto [m, offset] : matrices_) {
-    m->type = GgmlType::Q8_0_R16;
+  for (const auto& [m, offset, regroup] : matrices_) {
     m->data = base + offset;
-    m->row_stride = row_bytes(GgmlType::Q8_0, m->cols);
+    if (regroup) m->type = GgmlType::Q8_0_R16;
   }
-  for (auto [t, offset] : tensors_) {
-    t->type = GgmlType::Q8_0_R16;
+  for (const auto& [t, offset, regroup] : tensors_) {
     t->data = base + offset;
     t->slices.clear();
+    if (regroup) t->type = GgmlType::Q8_0_R16;
   }
   return memory;
 }

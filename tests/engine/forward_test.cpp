@@ -168,6 +168,7 @@ TEST(RegroupedWeights, AnswerLikeTheFileLayout) {
     auto plain = Model::load(path);
     ::unsetenv("MOENGINE_REGROUP");
     EXPECT_GT(regrouped->regrouped_weight_bytes(), regrouped->total_weight_bytes() / 2);
+    EXPECT_GE(regrouped->moved_weight_bytes(), regrouped->regrouped_weight_bytes());
     EXPECT_EQ(plain->regrouped_weight_bytes(), 0u);
 
     const int64_t V = plain->config().n_vocab;
@@ -182,6 +183,28 @@ TEST(RegroupedWeights, AnswerLikeTheFileLayout) {
       EXPECT_LT(rel_max_diff(g, w, size_t(V)), 1e-3) << "row " << t;
       EXPECT_EQ(std::max_element(g, g + V) - g, std::max_element(w, w + V) - w) << "row " << t;
     }
+  }
+}
+
+// Weights of other types than q8_0 are moved into huge pages as they are: the same bytes,
+// so the same bits out, on every path.
+TEST(MovedWeights, GiveTheSameBitsAsTheFilePages) {
+  for (Arch arch : {Arch::Deepseek2, Arch::Qwen3Moe}) {
+    GenSpec spec = tiny(arch);
+    spec.type = GgmlType::BF16;
+    const std::string path = testing::write_model(spec, std::string("moved_") + (arch == Arch::Deepseek2 ? "ds" : "qw"));
+    auto moved = Model::load(path);
+    ::setenv("MOENGINE_REGROUP", "0", 1);
+    auto plain = Model::load(path);
+    ::unsetenv("MOENGINE_REGROUP");
+    EXPECT_GT(moved->moved_weight_bytes(), moved->total_weight_bytes() / 2);
+    EXPECT_EQ(moved->regrouped_weight_bytes(), 0u);
+    EXPECT_EQ(plain->moved_weight_bytes(), 0u);
+
+    const std::vector<int32_t> tokens = test_tokens(12, plain->config().n_vocab);
+    ThreadPool pool(2);
+    SingleSequence a(*moved, 16), b(*plain, 16);
+    EXPECT_EQ(a.prefill(tokens, true, pool), b.prefill(tokens, true, pool));
   }
 }
 

@@ -56,23 +56,6 @@ template <bool kConverted>
 struct Bf16Kernel512 {
   static constexpr int kRows = 4, kTokens = 4;
 
-  // 32 values from column i; `n` < 32 masks the ragged end (zeros in both operands add
-  // nothing).
-  template <int R, int T>
-  MOE_AVX512_BF16_INLINE static void step(const uint8_t* const (&wr)[R], const void* const (&a)[T], int64_t i, int n,
-                                          const avx2::PrefetchRows<R>& pf, __m512 (&acc)[R][T]) {
-    const __mmask32 wm = n >= 32 ? __mmask32(0xFFFFFFFF) : __mmask32((1u << n) - 1);
-    __m512bh av[T];
-    for (int t = 0; t < T; ++t) av[t] = acts32<kConverted>(a[t], i, n);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      if constexpr (T == 1) pf.template fetch<1>(r, 2 * i);
-      const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(wm, wr[r] + 2 * i);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], av[t], wv);
-    }
-  }
-
   template <int R, int T>
   MOE_AVX512_BF16 static void tile(const QMatrix& w, int64_t row, const PackedActs& x, int64_t tok, float* y,
                                    int64_t ldy, int64_t pf_row) {
@@ -88,13 +71,31 @@ struct Bf16Kernel512 {
       }
     }
     __m512 acc[R][T];
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
     }
-    const int64_t n32 = w.cols / 32 * 32;
-    for (int64_t i = 0; i < n32; i += 32) step<R, T>(wr, a, i, 32, pf, acc);
-    if (n32 < w.cols) step<R, T>(wr, a, n32, int(w.cols - n32), pf, acc);
+    // One loop for the whole row, the ragged end included (its masks keep n < 32 values):
+    // with the body in a helper taking the accumulators by reference, GCC kept them in
+    // memory and stored all of them at every step.
+    for (int64_t i = 0; i < w.cols; i += 32) {
+      const int n = int(std::min<int64_t>(32, w.cols - i));
+      const __mmask32 wm = n == 32 ? __mmask32(0xFFFFFFFF) : __mmask32((1u << n) - 1);
+      __m512bh av[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) av[t] = acts32<kConverted>(a[t], i, n);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        if constexpr (T == 1) pf.template fetch<1>(r, 2 * i);
+        const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(wm, wr[r] + 2 * i);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], av[t], wv);
+      }
+    }
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) y[(tok + t) * ldy + row + r] = _mm512_reduce_add_ps(acc[r][t]);
     }
   }

@@ -61,7 +61,9 @@ struct SuperBlockTiles512 {
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const Block*>(w.row(row + r));
     for (int t = 0; t < T; ++t) a[t] = q8x256_view(x, tok + t);
     __m512 acc[R][T];
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
     }
     const int64_t nsb = w.cols / 256;
@@ -72,7 +74,9 @@ struct SuperBlockTiles512 {
         B::template superblock<T>(wr[r][b], a, b, acc[r]);
       }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) y[(tok + t) * ldy + row + r] = _mm512_reduce_add_ps(acc[r][t]);
     }
   }
@@ -94,6 +98,7 @@ struct QKAsym512 {
     const __m128i m8 = _mm_srli_si128(sm, 8);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));     // m0 m0 m1 m1 ... m7 m7
     __m512i isum[T];
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     __m512i qh;
     if constexpr (kHigh) qh = both_halves(load256(blk.qh));

@@ -7,14 +7,11 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 
 namespace moe {
 
-bool regroup_q8_0_here() {
-  const char* env = std::getenv("MOENGINE_REGROUP");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-  return matmul_best_path() == MatmulPath::Avx512;
-}
+bool regroup_q8_0_here() { return weights_move_here() && matmul_best_path() == MatmulPath::Avx512; }
 
 bool can_regroup_q8_0(const QMatrix& m) { return m.type == GgmlType::Q8_0 && m.rows > 0 && m.rows % kR16Rows == 0; }
 

@@ -1,42 +1,21 @@
 #include "model/weight_regroup.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "kernels/q8_0_r16.h"
 
 namespace moe {
 namespace {
 
-constexpr size_t kHugePage = size_t(2) << 20;
-
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-// Anonymous memory, huge-page aligned and advised, unmapped with the last owner.
-std::shared_ptr<uint8_t> allocate(size_t bytes) {
-  const size_t size = round_up(std::max<size_t>(bytes, 1), kHugePage);
-  void* p = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail("out of memory moving {} MiB of weights: {}", bytes >> 20, std::strerror(errno));
-  uint8_t* raw = static_cast<uint8_t*>(p);
-  uint8_t* aligned = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(raw), kHugePage));
-  madvise(aligned, size, MADV_HUGEPAGE);  // advice only: without THP the pages are 4 KiB
-  return std::shared_ptr<uint8_t>(aligned, [raw, size](uint8_t*) { munmap(raw, size + kHugePage); });
-}
-
 }  // namespace
-
-bool weights_move_here() {
-  const char* env = std::getenv("MOENGINE_REGROUP");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
 
 void WeightRegrouper::add(QMatrix& m) {
   if (m.data == nullptr || m.rows <= 0 || m.row_stride != row_bytes(m.type, m.cols)) return;
@@ -66,7 +45,7 @@ void WeightRegrouper::add(Tensor& t) {
 
 std::shared_ptr<const void> WeightRegrouper::run(const std::function<void(double)>& progress) {
   if (items_.empty()) return {};
-  const std::shared_ptr<uint8_t> memory = allocate(size_t(bytes_));
+  const std::shared_ptr<uint8_t> memory = allocate_huge_pages(size_t(bytes_), "the weights moved at load");
   uint8_t* base = memory.get();
   // Workers take matrices (a 3-D tensor's one by one) while this thread reports progress.
   std::atomic<size_t> next{0}, done_bytes{0};

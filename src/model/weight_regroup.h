@@ -17,14 +17,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "kernels/matmul.h"
 #include "model/weights.h"
 
 namespace moe {
-
-// Whether loading moves the weights (MOENGINE_REGROUP is not 0; with 0 they stay in the
-// file's pages and layout, for comparisons).
-bool weights_move_here();
 
 class WeightRegrouper {
  public:

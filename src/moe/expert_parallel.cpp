@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "kernels/q8_0_r16.h"
 
 namespace moe {
@@ -91,13 +92,29 @@ uint64_t ExpertParallel::read_in_own_experts() {
          "give every rank the same CPU features, or MOENGINE_REGROUP=0 to all",
          regrouping, comm_.size());
   }
+  // The rank's experts move into one huge-page allocation, as the loader moves the rest of
+  // the model (q8_0 regrouped on the way where the AVX-512 path runs).
+  const bool move = weights_move_here();
+  size_t arena_bytes = 0;
+  for (int64_t l = 0; move && l < map_.layers(); ++l) {
+    for (const int32_t e : map_.experts_on(l, comm_.rank())) arena_bytes += expert_bytes_like(weights(l, e));
+  }
+  const std::shared_ptr<uint8_t> arena = move && arena_bytes > 0 ? allocate_huge_pages(arena_bytes, "this rank's experts") : nullptr;
+  size_t at = 0;
   for (int64_t l = 0; l < map_.layers(); ++l) {
     for (const int32_t e : map_.experts_on(l, comm_.rank())) {
       const FfnWeights w = weights(l, e);
-      if (held_regrouped(w)) {
-        OwnedExpert o = allocate_expert_like(w);
+      if (move) {
+        OwnedExpert o = place_expert_like(w, std::shared_ptr<uint8_t>(arena, arena.get() + at));
+        at += expert_bytes_like(w);
+        const bool regroup = held_regrouped(w);
         for (auto [from, to] : {std::pair{&w.gate, &o.w.gate}, {&w.up, &o.w.up}, {&w.down, &o.w.down}}) {
-          *to = regroup_q8_0_r16(*from, static_cast<uint8_t*>(const_cast<void*>(to->data)));
+          uint8_t* dst = static_cast<uint8_t*>(const_cast<void*>(to->data));
+          if (regroup) {
+            *to = regroup_q8_0_r16(*from, dst);
+          } else {
+            std::memcpy(dst, from->data, size_t(from->rows) * from->row_stride);
+          }
           release_weight_pages(*from);
           bytes += size_t(from->rows) * from->row_stride;
         }

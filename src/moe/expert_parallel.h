@@ -48,10 +48,11 @@ class ExpertParallel {
   // Where the routed experts' weights are (the model file): required before the first step.
   void set_weight_source(ExpertSource source) { source_ = std::move(source); }
   // Reads the weights of the experts this rank holds into memory, so the first steps do not
-  // wait on the disk; the others' pages are never touched here. Where the loader regroups
-  // q8_0 weights (regroup_q8_0_here), the q8_0 experts are copied in regrouped instead, as
-  // a single process would hold them: replicas sent between ranks are then regrouped too,
-  // and a token's result does not depend on the rank that computed it. Returns the bytes read.
+  // wait on the disk; the others' pages are never touched here. Where the loader moves the
+  // weights into huge pages (weights_move_here), the rank's experts are copied into one such
+  // allocation, the q8_0 ones regrouped where the loader regroups (regroup_q8_0_here), as a
+  // single process would hold them: replicas sent between ranks are then regrouped too, and
+  // a token's result does not depend on the rank that computed it. Returns the bytes read.
   uint64_t read_in_own_experts();
   // Where to report re-placements (rank 0's are enough); none by default.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }

@@ -16,18 +16,26 @@ size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
 
-OwnedExpert allocate_expert_like(const FfnWeights& shape) {
+size_t expert_bytes_like(const FfnWeights& shape) {
+  return round_up(matrix_bytes(shape.gate)) + round_up(matrix_bytes(shape.up)) + round_up(matrix_bytes(shape.down));
+}
+
+OwnedExpert place_expert_like(const FfnWeights& shape, std::shared_ptr<uint8_t> memory) {
   const size_t gate = round_up(matrix_bytes(shape.gate)), up = round_up(matrix_bytes(shape.up));
-  const size_t total = gate + up + round_up(matrix_bytes(shape.down));
+  OwnedExpert o;
+  o.w = shape;
+  o.w.gate.data = memory.get();
+  o.w.up.data = memory.get() + gate;
+  o.w.down.data = memory.get() + gate + up;
+  o.bytes = std::move(memory);
+  return o;
+}
+
+OwnedExpert allocate_expert_like(const FfnWeights& shape) {
+  const size_t total = expert_bytes_like(shape);
   uint8_t* raw = static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(total, 64)));
   if (!raw) fail("out of memory for an expert replica of {} bytes", total);
-  OwnedExpert o;
-  o.bytes = std::shared_ptr<uint8_t>(raw, [](uint8_t* p) { std::free(p); });
-  o.w = shape;
-  o.w.gate.data = raw;
-  o.w.up.data = raw + gate;
-  o.w.down.data = raw + gate + up;
-  return o;
+  return place_expert_like(shape, std::shared_ptr<uint8_t>(raw, [](uint8_t* p) { std::free(p); }));
 }
 
 LiveReplacement::LiveReplacement(ReplacementOptions options) : options_(options), last_plan_(Clock::now()) {

@@ -40,6 +40,10 @@ struct OwnedExpert {
 // Memory for one expert's weights laid out like `shape`'s (same types, sizes and row
 // strides): gate, up, down, each 64-byte aligned as the kernels' loads prefer.
 OwnedExpert allocate_expert_like(const FfnWeights& shape);
+// The bytes that layout takes, and the expert placed in `memory` (that many bytes,
+// 64-byte aligned; the expert keeps it alive).
+size_t expert_bytes_like(const FfnWeights& shape);
+OwnedExpert place_expert_like(const FfnWeights& shape, std::shared_ptr<uint8_t> memory);
 
 // The weights of a routed expert this rank holds (file-mapped, or an OwnedExpert).
 using ExpertSource = std::function<FfnWeights(int64_t moe_layer, int32_t expert)>;

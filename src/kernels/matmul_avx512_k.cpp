@@ -181,18 +181,13 @@ struct Q6K512 {
   }
 };
 
-template <class K>
-void rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  run_tiles<K>(w, x, y, ldy, r0, r1);
-}
-
 }  // namespace
 
 RowsFn avx512_rows_kquant(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_K: return rows<SuperBlockTiles512<QKAsym512<false>>>;
-    case GgmlType::Q5_K: return rows<SuperBlockTiles512<QKAsym512<true>>>;
-    case GgmlType::Q6_K: return rows<SuperBlockTiles512<Q6K512>>;
+    case GgmlType::Q4_K: return run_tiles<SuperBlockTiles512<QKAsym512<false>>>;
+    case GgmlType::Q5_K: return run_tiles<SuperBlockTiles512<QKAsym512<true>>>;
+    case GgmlType::Q6_K: return run_tiles<SuperBlockTiles512<Q6K512>>;
     default: return nullptr;
   }
 }

@@ -40,14 +40,14 @@ std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args, bool read
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double moved = double(model->moved_weight_bytes()) / 1048576.0;
   const double regrouped_mib = double(model->regrouped_weight_bytes()) / 1048576.0;
-  const std::string regrouped =
+  const std::string moved_note =
       model->moved_weight_bytes() == 0 ? ""
       : model->regrouped_weight_bytes() == 0
           ? fmt::format(" ({:.0f} MiB moved into huge pages)", moved)
           : fmt::format(" ({:.0f} MiB moved into huge pages, {:.0f} MiB of them q8_0 regrouped for the AVX-512 kernel)",
                         moved, regrouped_mib);
   bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident{}{}", double(model->total_weight_bytes()) / 1048576.0,
-                       secs, resident_mib(), regrouped, read_routed_experts ? "" : " (routed experts not read yet)"));
+                       secs, resident_mib(), moved_note, read_routed_experts ? "" : " (routed experts not read yet)"));
   std::fprintf(stderr, "model: %s\n", model->config().summary().c_str());
   return model;
 }

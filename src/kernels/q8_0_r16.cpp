@@ -39,6 +39,12 @@ QMatrix regroup_q8_0_r16(const QMatrix& m, uint8_t* dst) {
   return QMatrix{GgmlType::Q8_0_R16, m.rows, m.cols, dst, rb};
 }
 
+QMatrix copy_weights(const QMatrix& m, uint8_t* dst, bool regroup) {
+  if (regroup) return regroup_q8_0_r16(m, dst);
+  std::memcpy(dst, m.data, size_t(m.rows) * m.row_stride);
+  return QMatrix{m.type, m.rows, m.cols, dst, m.row_stride};
+}
+
 void ungroup_q8_0_r16(const QMatrix& w, int64_t group, BlockQ8_0* rows) {
   if (w.type != GgmlType::Q8_0_R16) fail("ungroup: the matrix is {}, not q8_0_r16", type_name(w.type));
   const int64_t nb = w.cols / 32;

@@ -37,6 +37,10 @@ bool can_regroup_q8_0(const QMatrix& m);
 // over dst.
 QMatrix regroup_q8_0_r16(const QMatrix& m, uint8_t* dst);
 
+// Writes m to dst (m.rows * m.row_stride bytes), regrouped into q8_0_r16 when `regroup`
+// (m must then be regroupable), else byte for byte; returns the matrix over dst.
+QMatrix copy_weights(const QMatrix& m, uint8_t* dst, bool regroup);
+
 // Group g (rows 16 g .. 16 g + 15) of a q8_0_r16 matrix back in q8_0 form: 16 rows of
 // row_bytes(Q8_0, w.cols) each, one after another.
 void ungroup_q8_0_r16(const QMatrix& w, int64_t group, BlockQ8_0* rows);

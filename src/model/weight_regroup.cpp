@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -56,11 +55,7 @@ std::shared_ptr<const void> WeightRegrouper::run(const std::function<void(double
     workers.emplace_back([&] {
       for (size_t i = next++; i < items_.size(); i = next++) {
         const Item& it = items_[i];
-        if (it.regroup) {
-          regroup_q8_0_r16(it.source, base + it.offset);
-        } else {
-          std::memcpy(base + it.offset, it.source.data, size_t(it.source.rows) * it.source.row_stride);
-        }
+        copy_weights(it.source, base + it.offset, it.regroup);
         release_weight_pages(it.source);
         done_bytes += size_t(it.source.rows) * it.source.row_stride;
       }

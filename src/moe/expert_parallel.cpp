@@ -109,12 +109,7 @@ uint64_t ExpertParallel::read_in_own_experts() {
         at += expert_bytes_like(w);
         const bool regroup = held_regrouped(w);
         for (auto [from, to] : {std::pair{&w.gate, &o.w.gate}, {&w.up, &o.w.up}, {&w.down, &o.w.down}}) {
-          uint8_t* dst = static_cast<uint8_t*>(const_cast<void*>(to->data));
-          if (regroup) {
-            *to = regroup_q8_0_r16(*from, dst);
-          } else {
-            std::memcpy(dst, from->data, size_t(from->rows) * from->row_stride);
-          }
+          *to = copy_weights(*from, static_cast<uint8_t*>(const_cast<void*>(to->data)), regroup);
           release_weight_pages(*from);
           bytes += size_t(from->rows) * from->row_stride;
         }

@@ -326,7 +326,8 @@ async function disconnects() {
 
 async function queueFull() {
   // One running (its first chunk arrived), one waiting (its stream opened): a third is refused.
-  const first = await client.completions.create({ model, prompt: 'one', max_tokens: 300, stream: true, ...greedy });
+  // The running one is long enough to outlast the requests below on a fast machine.
+  const first = await client.completions.create({ model, prompt: 'one', max_tokens: 3000, stream: true, ...greedy });
   const it = first[Symbol.asyncIterator]();
   await it.next();
   const second = await client.completions.create({ model, prompt: 'two', max_tokens: 20, stream: true, ...greedy });

@@ -10,7 +10,8 @@
 // should sit well above the memory roofline. Batch16 is batched decode: 16 tokens against
 // the same cold weights, with Gemv's counters plus GFLOP/s.
 // Gemm (64 and 512 tokens, prefill) reuses one matrix and reports GFLOP/s (2 per
-// multiply-add). Shapes: 2048x2048 (attention/dense) and 384x2048 (one expert's gate/up).
+// multiply-add). Shapes: 2048x2048 (attention/dense), 384x2048 and 2048x384 (one expert's
+// gate/up and down).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/membw.h"
@@ -52,10 +54,10 @@ struct Matrices {
   GgmlType type;
   int64_t rows, cols;
   size_t bytes_each;
-  std::vector<uint8_t> data;
+  std::shared_ptr<uint8_t> data;  // in huge pages, as the loader places weights
   int copies;
   QMatrix copy(int i) const {
-    return make_qmatrix(type, rows, cols, data.data() + size_t(i) * bytes_each);
+    return make_qmatrix(type, rows, cols, data.get() + size_t(i) * bytes_each);
   }
 };
 
@@ -84,8 +86,8 @@ const Matrices& matrices(GgmlType t, int64_t rows, int64_t cols, bool cold) {
     regroup_q8_0_r16(make_qmatrix(stored, rows, cols, one.data()), grouped.data());
     one.swap(grouped);
   }
-  m->data.resize(m->bytes_each * size_t(m->copies));
-  for (int i = 0; i < m->copies; ++i) std::copy(one.begin(), one.end(), m->data.begin() + long(i * m->bytes_each));
+  m->data = allocate_huge_pages(m->bytes_each * size_t(m->copies), "benchmark matrices");
+  for (int i = 0; i < m->copies; ++i) std::copy(one.begin(), one.end(), m->data.get() + size_t(i) * m->bytes_each);
   return *m;
 }
 
@@ -129,7 +131,7 @@ void register_all() {
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q8_0_R16, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
                             GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                             GgmlType::F16,  GgmlType::BF16, GgmlType::F32,  GgmlType::F8_E4M3_B128};
-  const std::pair<int64_t, int64_t> shapes[] = {{2048, 2048}, {384, 2048}};
+  const std::pair<int64_t, int64_t> shapes[] = {{2048, 2048}, {384, 2048}, {2048, 384}};
   for (GgmlType t : types) {
     for (auto [rows, cols] : shapes) {
       const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);

@@ -12,6 +12,7 @@
 // microseconds, hundreds of times per decode step.
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -49,7 +50,13 @@ class ThreadPool {
         const_cast<void*>(static_cast<const void*>(&fn)), false);
   }
 
-  // Splits [0, n) into chunks of `grain` items handed out dynamically; fn(begin, end).
+  // Splits [0, n) into chunks of `grain` items (the last may be shorter) and calls
+  // fn(begin, end) once per chunk, in no particular order: fn must not wait on another
+  // chunk. Each thread starts on its own contiguous share of the chunks and takes them in
+  // order, so it streams one long run of memory (jumping between scattered chunks costs
+  // the hardware prefetchers their stream each time: 5-30% of a weight-streaming GEMV on
+  // two cores); a thread whose share is done takes the back half of the largest share
+  // left, so a thread that never arrives or stalls holds nobody back.
   template <typename Fn>
   void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     if (n <= 0) return;
@@ -58,14 +65,12 @@ class ThreadPool {
       fn(int64_t(0), n);
       return;
     }
-    std::atomic<int64_t> next{0};
-    join([&] {
-      for (;;) {
-        const int64_t begin = next.fetch_add(grain, std::memory_order_relaxed);
-        if (begin >= n) break;
-        fn(begin, begin + grain < n ? begin + grain : n);
-      }
-    });
+    share_out((n + grain - 1) / grain);
+    auto body = [&](int self) {
+      for (int64_t c; (c = take_chunk(self)) >= 0;) fn(c * grain, c * grain + grain < n ? c * grain + grain : n);
+    };
+    using F = decltype(body);
+    dispatch([](void* ctx, int i, int) { (*static_cast<F*>(ctx))(i); }, &body, false);
   }
 
   static int default_threads();
@@ -91,8 +96,17 @@ class ThreadPool {
   // every_thread: run()'s contract (each worker runs the job), else join()'s.
   void dispatch(Job job, void* ctx, bool every_thread);
   void worker(int index);
+  // parallel_for's shares: thread i's slot holds its chunks [front, back) packed into one
+  // word (front in the low half), so an owner taking from the front and a thief taking
+  // from the back agree through one compare-and-swap.
+  void share_out(int64_t n_chunks);
+  int64_t take_chunk(int self);  // the next chunk for thread self, -1 when none is left
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
 
   int n_threads_;
+  std::unique_ptr<Share[]> shares_;
   std::vector<std::thread> threads_;
   // The job, valid while open_ holds its generation; a worker reads it only after it has
   // counted itself in joined_ and seen its generation open, so the caller cannot have

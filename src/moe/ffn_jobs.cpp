@@ -89,8 +89,9 @@ void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
 
   // One phase: every job's gate/up items, then every job's down items. The first thread to
   // reach a job gathers and converts its tokens; the last to finish its gate/up items
-  // converts the hidden rows for the down projection. An item waits only on items earlier
-  // in the pile, which running threads hold, so the phase always completes.
+  // converts the hidden rows for the down projection. Items go out in pile order from one
+  // counter (not parallel_for's per-thread shares), so an item waits only on items
+  // earlier in the pile, which running threads hold, and the phase always completes.
   const int64_t ff_chunk = rows_per_item(ff_rows, pool.size());
   const int64_t embd_chunk = rows_per_item(int64_t(n_jobs_) * n_embd_, pool.size());
   items_.clear();
@@ -109,8 +110,10 @@ void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
     }
   }
 
-  pool.parallel_for(int64_t(items_.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
+  std::atomic<int64_t> next{0};
+  const int64_t n_items = int64_t(items_.size());
+  pool.join([&] {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
       const WorkItem& it = items_[size_t(i)];
       Job& job = jobs_[size_t(it.job)];
       JobState& st = states_[size_t(it.job)];

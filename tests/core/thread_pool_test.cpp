@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <numeric>
 #include <vector>
 
@@ -79,6 +81,38 @@ TEST(ThreadPool, RunAfterJoinsStillReachesEveryThread) {
     total.fetch_add(1);
   }
   EXPECT_EQ(total.load(), 500);
+}
+
+TEST(ThreadPool, ParallelForChunksStartAtMultiplesOfGrain) {
+  ThreadPool pool(4);
+  for (int round = 0; round < 200; ++round) {
+    const int64_t n = 1000 + round, grain = 16;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<bool> aligned{true};
+    pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+      if (b % grain != 0 || (e != n && e - b != grain) || e > n) aligned = false;
+      for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+    });
+    ASSERT_TRUE(aligned.load()) << "round " << round;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "round " << round << " i=" << i;
+  }
+}
+
+TEST(ThreadPool, ParallelForTakesOverTheShareOfAStalledThread) {
+  // The worker's share is half the chunks; once the worker stalls in its first chunk the
+  // caller must take the rest of that share instead of waiting for it.
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> by_caller{0}, by_worker{0};
+  pool.parallel_for(100, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() == caller) {
+      by_caller.fetch_add(1);
+    } else if (by_worker.fetch_add(1) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  EXPECT_EQ(by_caller.load() + by_worker.load(), 100);
+  EXPECT_GE(by_caller.load(), 98);
 }
 
 }  // namespace

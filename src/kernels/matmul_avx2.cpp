@@ -453,6 +453,7 @@ MOE_AVX2 void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token,
       const int s1 = _mm_cvtsi128_si32(_mm_add_epi64(hi, _mm_unpackhi_epi64(hi, hi))) - 2048;
       if (block == 32) {
         reinterpret_cast<int32_t*>(token + l.sums_at)[b] = s0 + s1;
+        reinterpret_cast<int32_t*>(token + l.offsets_at)[b] = -128 * (s0 + s1);
       } else {
         int16_t* bs = reinterpret_cast<int16_t*>(token + l.sums_at) + (b * block + i) / 16;
         bs[0] = int16_t(s0);

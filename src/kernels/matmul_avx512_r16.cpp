@@ -7,8 +7,14 @@
 // chains are four long), the first starting at -128 * (sum of the token's block codes) to
 // undo the weights' +128. Their sum, converted to float, is accumulated with the scale
 // products d_w (16 lanes: the rows) * d_a. Lane j ends as row j's result: no reduction
-// across lanes. The old q8_0 kernel spends about five instructions per 64 products, this
-// one about thirteen per 512.
+// across lanes.
+//
+// At one token the kernel streams weights from memory, and the fewer instructions it
+// spends per byte the further ahead of the arithmetic its loads run: the broadcasts are
+// folded into the vpdpbusd ({1to16} memory operands, which GCC 12 does not emit from the
+// intrinsics) and the -128 * sum start is a precomputed broadcast, about 25 instructions
+// per block column instead of 45. Measured on two Zen 5 cores: a 2048x2048 GEMV from
+// memory 7-10% faster.
 //
 // A (row, token) is summed over the blocks in order with one accumulator whatever the
 // tile, so a token's result is bit-identical alone or in a batch.
@@ -27,10 +33,10 @@ namespace {
 
 constexpr int kMaxTokens = 16;
 
-MOE_AVX512_INLINE __m512i bcast4(const int8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+// acc += w (unsigned bytes) . four signed codes at p broadcast to every lane.
+MOE_AVX512_INLINE __m512i dpbusd_bcast4(__m512i acc, __m512i w, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
 }
 
 // T tokens from `tok` against the group starting at `g` (a pointer to its first block
@@ -49,11 +55,11 @@ MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const PackedActs& x, in
     for (int c = 0; c < 8; ++c) wv[c] = _mm512_loadu_si512(blk + 32 + 64 * c);
     for (int t = 0; t < T; ++t) {
       const int8_t* q = a[t].qs + 32 * b;
-      __m512i even = _mm512_set1_epi32(-128 * a[t].s[b]);
+      __m512i even = _mm512_set1_epi32(a[t].o[b]);
       __m512i odd = _mm512_setzero_si512();
       for (int c = 0; c < 8; c += 2) {
-        even = _mm512_dpbusd_epi32(even, wv[c], bcast4(q + 4 * c));
-        odd = _mm512_dpbusd_epi32(odd, wv[c + 1], bcast4(q + 4 * c + 4));
+        even = dpbusd_bcast4(even, wv[c], q + 4 * c);
+        odd = dpbusd_bcast4(odd, wv[c + 1], q + 4 * c + 4);
       }
       const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(a[t].d[b]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), s, acc[t]);

@@ -32,10 +32,12 @@ void generic_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const
   }
   if (block == 32) {
     int32_t* s = reinterpret_cast<int32_t*>(token + l.sums_at);
+    int32_t* o = reinterpret_cast<int32_t*>(token + l.offsets_at);
     for (int64_t b = 0; b < n / 32; ++b) {
       int32_t sum = 0;
       for (int i = 0; i < 32; ++i) sum += qs[32 * b + i];
       s[b] = sum;
+      o[b] = -128 * sum;
     }
   } else {
     int16_t* bs = reinterpret_cast<int16_t*>(token + l.sums_at);

@@ -34,6 +34,7 @@ inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 struct ActLayout {
   int64_t scales_at = 0;
   int64_t sums_at = 0;
+  int64_t offsets_at = 0;  // Q8x32 only
   int64_t bytes = 0;
 };
 
@@ -47,17 +48,25 @@ inline ActLayout act_layout(ActFormat f, int64_t cols) {
   const int64_t nb = cols / block;
   l.scales_at = round_up(cols, 64);
   l.sums_at = l.scales_at + nb * 4;
-  l.bytes = round_up(l.sums_at + (f == ActFormat::Q8x32 ? nb * 4 : cols / 16 * 2), 64);
+  if (f == ActFormat::Q8x32) {
+    l.offsets_at = l.sums_at + nb * 4;
+    l.bytes = round_up(l.offsets_at + nb * 4, 64);
+  } else {
+    l.bytes = round_up(l.sums_at + cols / 16 * 2, 64);
+  }
   return l;
 }
 
 // One token of q8 activations for q8_0/q4_0/q5_0/q4_1/q5_1 weights: block b is
 // qs[32b..32b+31] * d[b], and s[b] is the sum of its 32 codes (folds the -8/-16 offsets of
 // q4_0/q5_0 into one add, and the mins of q4_1/q5_1 into one product m * d[b] * s[b]).
+// o[b] = -128 s[b] starts the q8_0_r16 kernel's integer sums (its weights are stored +128):
+// one broadcast load instead of a load, a multiply and a broadcast per block.
 struct Q8x32View {
   const int8_t* qs;
   const float* d;
   const int32_t* s;
+  const int32_t* o;
 };
 
 // One token of q8 activations for k-quants: super-block b is qs[256b..] * d[b], bsums[16b+g]
@@ -72,7 +81,7 @@ inline Q8x32View q8x32_view(const PackedActs& x, int64_t t) {
   const uint8_t* p = x.token(t);
   const ActLayout l = act_layout(ActFormat::Q8x32, x.cols());
   return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + l.scales_at),
-          reinterpret_cast<const int32_t*>(p + l.sums_at)};
+          reinterpret_cast<const int32_t*>(p + l.sums_at), reinterpret_cast<const int32_t*>(p + l.offsets_at)};
 }
 
 inline Q8x256View q8x256_view(const PackedActs& x, int64_t t) {
@@ -87,7 +96,8 @@ inline const float* f32_view(const PackedActs& x, int64_t t) {
 }
 
 // Quantizes n floats (a multiple of `block`, 32 or 256) into codes, one scale per block,
-// and per-block (block 32) or per-16 (block 256) code sums, in the layout above.
+// and per-block (block 32, with the offsets -128 s) or per-16 (block 256) code sums, in the
+// layout above.
 using PackQ8Fn = void (*)(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
 
 using RowsFn = void (*)(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy,

@@ -47,30 +47,34 @@ uint64_t sum_generic(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-double measure_read_bandwidth_gbps(ThreadPool& pool, size_t bytes) {
-  bytes = std::max<size_t>(bytes / 4096 * 4096, 4096 * size_t(pool.size()));
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
-  if (buf == nullptr) fail("memory bandwidth test: cannot allocate {} bytes", bytes);
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
+    : pool_(pool),
+      slice_(std::max<size_t>(bytes, 4096 * size_t(pool.size())) / size_t(pool.size()) / 4096 * 4096),
+      buf_(static_cast<uint8_t*>(std::aligned_alloc(4096, slice_ * size_t(pool.size()))), std::free) {
+  if (!buf_) fail("memory bandwidth test: cannot allocate {} bytes", slice_ * size_t(pool.size()));
   // Touch every page from the thread that will read it, so pages are resident (and local).
-  const int n = pool.size();
-  const size_t slice = bytes / size_t(n) / 128 * 128;
-  pool.run([&](int i, int) { std::memset(buf + size_t(i) * slice, 1, slice); });
+  pool_.run([&](int i, int) { std::memset(buf_.get() + size_t(i) * slice_, 1, slice_); });
+}
+
+double ReadBandwidthProbe::measure(int passes) {
+  const int n = pool_.size();
   const bool avx2 = cpu_features().avx2;
   std::vector<uint64_t> sink(static_cast<size_t>(n), 0);
   double best = 0;
-  for (int pass = 0; pass < 4; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.run([&](int i, int) {
-      const uint8_t* p = buf + size_t(i) * slice;
-      sink[size_t(i)] = avx2 ? sum_avx2(p, slice) : sum_generic(p, slice);
+    pool_.run([&](int i, int) {
+      const uint8_t* p = buf_.get() + size_t(i) * slice_;
+      sink[size_t(i)] = avx2 ? sum_avx2(p, slice_) : sum_generic(p, slice_);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, double(slice) * n / s / 1e9);
+    best = std::max(best, double(slice_) * n / s / 1e9);
   }
-  std::free(buf);
   volatile uint64_t keep = 0;
   for (uint64_t v : sink) keep = keep + v;
   return best;
 }
+
+double measure_read_bandwidth_gbps(ThreadPool& pool, size_t bytes) { return ReadBandwidthProbe(pool, bytes).measure(4); }
 
 }  // namespace moe

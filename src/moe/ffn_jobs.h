@@ -1,6 +1,6 @@
 #pragma once
-// Runs many SwiGLU feed-forward networks over subsets of a batch's tokens in one
-// parallel phase: every routed expert of an MoE layer (each on the tokens routed to it,
+// Runs many SwiGLU feed-forward networks over subsets of a batch's tokens in two parallel
+// phases (gate/up rows of all of them, then down rows): every routed expert of an MoE layer (each on the tokens routed to it,
 // gathered so its weights stream from memory once for all of them), the shared experts and
 // dense FFNs (all tokens). Outputs are accumulated per token in a fixed order (the order
 // the jobs' contributions were added for that token), so a token's result does not depend
@@ -69,21 +69,25 @@ class FfnRunner {
     float weight;
     const float* external;  // instead of a job's row, when set
   };
-  // Progress of one job within compute()'s phase.
+  // A conversion one job needs before a phase's items of it can run (its tokens, its
+  // hidden rows): the first thread to reach the job does it, the others wait for it.
   static constexpr int kNotStarted = 0, kStarted = 1, kReady = 2;
   struct JobState {
-    std::atomic<int> input{kNotStarted};  // its tokens gathered and converted
-    std::atomic<int> ff_left{0};          // gate/up items not finished
-    std::atomic<bool> hidden_ready{false};  // hidden rows converted for the down projection
+    std::atomic<int> input{kNotStarted};
+    std::atomic<int> hidden{kNotStarted};
   };
+  // Runs convert() on the first thread to arrive; the others wait until it is done.
+  template <typename Fn>
+  static void once(std::atomic<int>& state, Fn&& convert);
   struct WorkItem {
     int32_t job;
-    bool down;  // a down item (rows of n_embd), else a gate/up item (rows of n_ff)
     int64_t row_begin;
     int64_t row_end;
   };
   int find_or_add_job(const FfnWeights& w);
   void prepare_input(Job& job, const float* x, int64_t ldx);
+  void run_ff_item(const WorkItem& it, const float* x, int64_t ldx, int64_t max_ff);
+  void run_down_item(const WorkItem& it, int64_t max_ff);
   RowRef add_input(const FfnWeights& w, int32_t input);
 
   int64_t n_tokens_ = 0;
@@ -98,7 +102,8 @@ class FfnRunner {
   std::vector<float> down_;      // [rows, n_embd]
   std::unique_ptr<JobState[]> states_;
   size_t n_states_ = 0;
-  std::vector<WorkItem> items_;
+  std::vector<WorkItem> ff_items_;    // gate/up rows of every job, in job order
+  std::vector<WorkItem> down_items_;  // down rows of every job, in job order
 };
 
 }  // namespace moe

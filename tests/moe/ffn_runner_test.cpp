@@ -1,6 +1,6 @@
-// FfnRunner runs every job of a step in one parallel phase in which items wait on each
-// other (a job's input is converted by whichever thread reaches it first, its down items
-// wait for its gate/up items). Checked here: the sums match a plain reference, they are
+// FfnRunner runs every job of a step in two parallel phases (gate/up rows, then down rows)
+// in which a job's input and hidden rows are converted by whichever thread reaches the job
+// first while the others wait for it. Checked here: the sums match a plain reference, they are
 // bit-identical whatever the number of threads (more threads than cores included, where a
 // waiting thread yields to the one it waits on) and whatever other tokens share the step,
 // and rows computed for another rank are readable by handle.

@@ -39,13 +39,10 @@ MOE_AVX512_INLINE __m512i dpbusd_bcast4(__m512i acc, __m512i w, const int8_t* p)
   return acc;
 }
 
-// T tokens from `tok` against the group starting at `g` (a pointer to its first block
-// column); lanes in `keep` are stored.
+// The T tokens of `a` against the group starting at `g` (a pointer to its first block
+// column), into y (the first token's row) and rows ldy apart; lanes in `keep` are stored.
 template <int T>
-MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const PackedActs& x, int64_t tok, float* y, int64_t ldy,
-                           __mmask16 keep) {
-  Q8x32View a[T];
-  for (int t = 0; t < T; ++t) a[t] = q8x32_view(x, tok + t);
+MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const Q8x32View* a, float* y, int64_t ldy, __mmask16 keep) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -65,21 +62,22 @@ MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const PackedActs& x, in
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), s, acc[t]);
     }
   }
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (tok + t) * ldy, keep, acc[t]);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, keep, acc[t]);
 }
 
 template <int T>
-void tail_tile(const uint8_t* g, int64_t nb, const PackedActs& x, int64_t tok, int64_t n, float* y, int64_t ldy,
-               __mmask16 keep) {
+void tail_tile(const uint8_t* g, int64_t nb, const Q8x32View* a, int64_t n, float* y, int64_t ldy, __mmask16 keep) {
   if constexpr (T >= 1) {
-    if (n == T) return group_tile<T>(g, nb, x, tok, y, ldy, keep);
-    tail_tile<T - 1>(g, nb, x, tok, n, y, ldy, keep);
+    if (n == T) return group_tile<T>(g, nb, a, y, ldy, keep);
+    tail_tile<T - 1>(g, nb, a, n, y, ldy, keep);
   }
 }
 
 // Rows [r0, r1): every group they touch is computed whole, and only their rows stored.
 // Tokens go in blocks of 64 (their codes stay in L2) and, within one, in tiles of up to
-// kMaxTokens that share each block column's weight loads.
+// kMaxTokens that share each block column's weight loads. The tokens' views are found
+// once per block of tokens, not per group: with short rows (a head's 128-wide W_kb has 4
+// block columns per group) that made a cache-resident GEMV 2-8% faster.
 void rows_q8_0_r16(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t nb = w.cols / 32, nt = x.n_tokens();
   const int64_t g0 = r0 / kR16Rows, g1 = (r1 + kR16Rows - 1) / kR16Rows;
@@ -87,14 +85,17 @@ void rows_q8_0_r16(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy,
     const int64_t lo = std::max(r0, g * kR16Rows) - g * kR16Rows, hi = std::min(r1, (g + 1) * kR16Rows) - g * kR16Rows;
     return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
   };
+  Q8x32View views[64];
   for (int64_t t0 = 0; t0 < nt; t0 += 64) {
     const int64_t t1 = std::min(nt, t0 + 64);
+    for (int64_t t = t0; t < t1; ++t) views[t - t0] = q8x32_view(x, t);
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* grp = w.row(g * kR16Rows);
+      const __mmask16 k = keep(g);
       float* yg = y + g * kR16Rows;
       int64_t t = t0;
-      for (; t + kMaxTokens <= t1; t += kMaxTokens) group_tile<kMaxTokens>(grp, nb, x, t, yg, ldy, keep(g));
-      if (t < t1) tail_tile<kMaxTokens - 1>(grp, nb, x, t, t1 - t, yg, ldy, keep(g));
+      for (; t + kMaxTokens <= t1; t += kMaxTokens) group_tile<kMaxTokens>(grp, nb, views + (t - t0), yg + t * ldy, ldy, k);
+      if (t < t1) tail_tile<kMaxTokens - 1>(grp, nb, views + (t - t0), t1 - t, yg + t * ldy, ldy, k);
     }
   }
 }

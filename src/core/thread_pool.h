@@ -89,7 +89,8 @@ class ThreadPool {
   }
 
  private:
-  // About 50-100 microseconds of polling before a waiting thread yields or sleeps.
+  // Polling before a waiting thread yields or sleeps: 50-100 us where a pause is short,
+  // about 400 us on Zen 5 (measured), still shorter than a time slice.
   static constexpr int kSpinIterations = 20000;
 
   using Job = void (*)(void*, int, int);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "kernels/q8_0_r16.h"
 #include "model/weight_regroup.h"
 

@@ -17,7 +17,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/huge_pages.h"
 #include "kernels/matmul.h"
 #include "model/weights.h"
 

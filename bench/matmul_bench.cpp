@@ -29,7 +29,7 @@
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/membw.h"
-#include "kernels/q8_0_r16.h"
+#include "kernels/regrouped.h"
 #include "kernels/quant.h"
 
 namespace moe {
@@ -74,8 +74,8 @@ const Matrices& matrices(GgmlType t, int64_t rows, int64_t cols, bool cold) {
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.05f);
   std::vector<float> row(static_cast<size_t>(cols));
-  // q8_0_r16 is q8_0 regrouped, as the loader makes it.
-  const GgmlType stored = t == GgmlType::Q8_0_R16 ? GgmlType::Q8_0 : t;
+  // The regrouped types are their plain types regrouped, as the loader makes them.
+  const GgmlType stored = plain_type(t);
   std::vector<uint8_t> one(m->bytes_each);
   for (int64_t r = 0; r < rows; ++r) {
     for (auto& v : row) v = dist(rng);
@@ -83,7 +83,7 @@ const Matrices& matrices(GgmlType t, int64_t rows, int64_t cols, bool cold) {
   }
   if (stored != t) {
     std::vector<uint8_t> grouped(one.size());
-    regroup_q8_0_r16(make_qmatrix(stored, rows, cols, one.data()), grouped.data());
+    regroup(make_qmatrix(stored, rows, cols, one.data()), grouped.data());
     one.swap(grouped);
   }
   m->data = allocate_huge_pages(m->bytes_each * size_t(m->copies), "benchmark matrices");
@@ -129,7 +129,7 @@ void mem_read(benchmark::State& state) {
 void register_all() {
   BENCHMARK(mem_read)->Name("MemRead/1GiB")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q8_0_R16, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
-                            GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                            GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q4_K_R16, GgmlType::Q5_K, GgmlType::Q6_K,
                             GgmlType::F16,  GgmlType::BF16, GgmlType::F32,  GgmlType::F8_E4M3_B128};
   const std::pair<int64_t, int64_t> shapes[] = {{2048, 2048}, {384, 2048}, {2048, 384}};
   for (GgmlType t : types) {

@@ -44,7 +44,7 @@ std::unique_ptr<Model> load_model_with_progress(const ModelArgs& args, bool read
       model->moved_weight_bytes() == 0 ? ""
       : model->regrouped_weight_bytes() == 0
           ? fmt::format(" ({:.0f} MiB moved into huge pages)", moved)
-          : fmt::format(" ({:.0f} MiB moved into huge pages, {:.0f} MiB of them q8_0 regrouped for the AVX-512 kernel)",
+          : fmt::format(" ({:.0f} MiB moved into huge pages, {:.0f} MiB of them regrouped for the AVX-512 kernels)",
                         moved, regrouped_mib);
   bar.done(fmt::format("{:.0f} MiB of weights in {:.1f} s, {:.0f} MiB resident{}{}", double(model->total_weight_bytes()) / 1048576.0,
                        secs, resident_mib(), moved_note, read_routed_experts ? "" : " (routed experts not read yet)"));

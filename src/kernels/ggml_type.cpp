@@ -26,9 +26,10 @@ constexpr std::array<GgmlTypeTraits, 15> kGgufTypes = {{
     {GgmlType::BF16, "bf16", 1, 2, true},
 }};
 
-constexpr std::array<GgmlTypeTraits, 2> kInternalTypes = {{
+constexpr std::array<GgmlTypeTraits, 3> kInternalTypes = {{
     {GgmlType::F8_E4M3_B128, "fp8_e4m3", 128, 132, true},
     {GgmlType::Q8_0_R16, "q8_0_r16", 32, 34, true},
+    {GgmlType::Q4_K_R16, "q4_K_r16", 256, 144, true},
 }};
 
 // The first known type that matches, GGUF types before internal ones.
@@ -59,8 +60,8 @@ const GgmlTypeTraits& traits(GgmlType type) {
 
 std::optional<GgmlType> parse_type_name(std::string_view name) {
   const auto* t = find_type([name](const GgmlTypeTraits& t) {
-    // q8_0_r16 is a layout chosen at load, never a type a user asks for.
-    if (!t.supported || t.type == GgmlType::Q8_0_R16 || t.name.size() != name.size()) return false;
+    // The regrouped types are layouts chosen at load, never types a user asks for.
+    if (!t.supported || is_regrouped(t.type) || t.name.size() != name.size()) return false;
     for (size_t i = 0; i < name.size(); ++i) {
       if (std::tolower(static_cast<unsigned char>(name[i])) != std::tolower(static_cast<unsigned char>(t.name[i]))) {
         return false;

@@ -27,9 +27,11 @@ enum class GgmlType : uint32_t {
   // Internal: FP8 checkpoint weights served as they are. A block of 128 values is an f32
   // scale followed by 128 E4M3 codes (132 bytes); value = scale * e4m3(code).
   F8_E4M3_B128 = 1000,
-  // Internal: q8_0 rows regrouped 16 at a time at load for the AVX-512 kernel (see
-  // kernels/q8_0_r16.h). Same size as q8_0; a matrix of it is not an array of rows.
+  // Internal: q8_0 and q4_K rows regrouped 16 at a time at load for the AVX-512 kernels
+  // (see kernels/regrouped.h). Same sizes as q8_0 and q4_K; a matrix of them is not an
+  // array of rows.
   Q8_0_R16 = 1001,
+  Q4_K_R16 = 1002,
 };
 
 struct GgmlTypeTraits {
@@ -47,6 +49,26 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id);
 const GgmlTypeTraits& traits(GgmlType type);
 
 inline std::string_view type_name(GgmlType t) { return traits(t).name; }
+
+// The regrouped form of a type (kernels/regrouped.h), or the type itself where it has none.
+inline GgmlType regrouped_type(GgmlType plain) {
+  switch (plain) {
+    case GgmlType::Q8_0: return GgmlType::Q8_0_R16;
+    case GgmlType::Q4_K: return GgmlType::Q4_K_R16;
+    default: return plain;
+  }
+}
+
+// The type a regrouped one came from, or t itself.
+inline GgmlType plain_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0_R16: return GgmlType::Q8_0;
+    case GgmlType::Q4_K_R16: return GgmlType::Q4_K;
+    default: return t;
+  }
+}
+
+inline bool is_regrouped(GgmlType t) { return plain_type(t) != t; }
 
 // Bytes of a row of n elements; n must be a multiple of the block size.
 inline size_t row_bytes(GgmlType t, int64_t n) {

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul_impl.h"
-#include "kernels/q8_0_r16.h"
+#include "kernels/regrouped.h"
 #include "kernels/quant.h"
 
 namespace moe {
@@ -28,26 +28,27 @@ mm::PackQ8Fn pack_fn() {
 
 mm::RowsFn rows_fn(MatmulPath path, GgmlType t);
 
-// q8_0_r16 on a path without a kernel for it: each group goes back into q8_0 rows for that
-// path's q8_0 kernel. Only tests and a MOENGINE_CPU cap below the loader's choice get here
-// (the loader regroups for the AVX-512 path only).
+// A regrouped type on a path without a kernel for it: each group goes back into plain rows
+// for that path's kernel of the plain type. Only tests and a MOENGINE_CPU cap below the
+// loader's choice get here (the loader regroups for the AVX-512 path only).
 template <MatmulPath P>
 void ungrouped_rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  thread_local std::vector<BlockQ8_0> rows;
-  rows.resize(size_t(kR16Rows * w.cols / 32));
-  const mm::RowsFn q8_0 = rows_fn(P, GgmlType::Q8_0);
+  thread_local std::vector<uint8_t> rows;
+  const GgmlType plain = plain_type(w.type);
+  rows.resize(size_t(kR16Rows) * row_bytes(plain, w.cols));
+  const mm::RowsFn fn = rows_fn(P, plain);
   for (int64_t g = r0 / kR16Rows; g * kR16Rows < r1; ++g) {
-    ungroup_q8_0_r16(w, g, rows.data());
+    ungroup(w, g, rows.data());
     const int64_t first = g * kR16Rows;
-    q8_0(make_qmatrix(GgmlType::Q8_0, kR16Rows, w.cols, rows.data()), x, y + first, ldy,
-         std::max(r0, first) - first, std::min(r1, first + kR16Rows) - first);
+    fn(make_qmatrix(plain, kR16Rows, w.cols, rows.data()), x, y + first, ldy, std::max(r0, first) - first,
+       std::min(r1, first + kR16Rows) - first);
   }
 }
 
 mm::RowsFn rows_fn(MatmulPath path, GgmlType t) {
-  if (t == GgmlType::Q8_0_R16) {
+  if (is_regrouped(t)) {
     switch (path) {
-      case MatmulPath::Avx512: return mm::avx512_rows_q8_0_r16();
+      case MatmulPath::Avx512: return t == GgmlType::Q8_0_R16 ? mm::avx512_rows_q8_0_r16() : mm::avx512_rows_q4_K_r16();
       case MatmulPath::Avx2: return ungrouped_rows<MatmulPath::Avx2>;
       case MatmulPath::Generic: return ungrouped_rows<MatmulPath::Generic>;
     }
@@ -65,18 +66,25 @@ mm::RowsFn rows_fn(MatmulPath path, GgmlType t) {
 // Where a type's kernel sits in the table: GGUF ids are all below 32, and the internal
 // types (ids far above) take the slots after them. Only supported types get here.
 size_t slot(GgmlType t) {
-  return t == GgmlType::F8_E4M3_B128 ? 32 : t == GgmlType::Q8_0_R16 ? 33 : size_t(t);
+  switch (t) {
+    case GgmlType::F8_E4M3_B128: return 32;
+    case GgmlType::Q8_0_R16: return 33;
+    case GgmlType::Q4_K_R16: return 34;
+    default: return size_t(t);
+  }
 }
 
 // The kernel per type on the best path, resolved once.
 const mm::RowsFn* best_table() {
   static const auto table = [] {
-    static mm::RowsFn fns[34] = {};
+    static mm::RowsFn fns[35] = {};
     for (uint32_t id = 0; id < 32; ++id) {
       const auto tr = ggml_type_traits(id);
       if (tr && tr->supported) fns[slot(tr->type)] = rows_fn(matmul_best_path(), tr->type);
     }
-    for (GgmlType t : {GgmlType::F8_E4M3_B128, GgmlType::Q8_0_R16}) fns[slot(t)] = rows_fn(matmul_best_path(), t);
+    for (GgmlType t : {GgmlType::F8_E4M3_B128, GgmlType::Q8_0_R16, GgmlType::Q4_K_R16}) {
+      fns[slot(t)] = rows_fn(matmul_best_path(), t);
+    }
     return fns;
   }();
   return table;
@@ -176,12 +184,13 @@ void matmul(const QMatrix& w, const float* x, int64_t n_tokens, float* y, Thread
 void matmul_ref(const QMatrix& w, const float* x, int64_t n_tokens, float* y) {
   check_supported(w.type, "matmul_ref");
   std::vector<float> row(size_t(w.cols));
-  std::vector<BlockQ8_0> group;
-  if (w.type == GgmlType::Q8_0_R16) group.resize(size_t(kR16Rows * w.cols / 32));
+  const GgmlType plain = plain_type(w.type);
+  const size_t plain_row = row_bytes(plain, w.cols);
+  std::vector<uint8_t> group(is_regrouped(w.type) ? size_t(kR16Rows) * plain_row : 0);
   for (int64_t r = 0; r < w.rows; ++r) {
-    if (w.type == GgmlType::Q8_0_R16) {
-      if (r % kR16Rows == 0) ungroup_q8_0_r16(w, r / kR16Rows, group.data());
-      dequantize_row(GgmlType::Q8_0, group.data() + (r % kR16Rows) * (w.cols / 32), row.data(), w.cols);
+    if (is_regrouped(w.type)) {
+      if (r % kR16Rows == 0) ungroup(w, r / kR16Rows, group.data());
+      dequantize_row(plain, group.data() + size_t(r % kR16Rows) * plain_row, row.data(), w.cols);
     } else {
       dequantize_row(w.type, w.row(r), row.data(), w.cols);
     }

@@ -1,7 +1,8 @@
 // AVX-512 (F, BW, VL, VNNI) kernel for q8_0 weights against q8 activations, and the path's
 // table of kernels (the k-quants' are in matmul_avx512_k.cpp, q8_0_r16's in
-// matmul_avx512_r16.cpp, bf16's in matmul_avx512_bf16.cpp where the CPU has AVX512_BF16;
-// the other types run their AVX2 kernels on this path).
+// matmul_avx512_r16.cpp, q4_K_r16's in matmul_avx512_q4k_r16.cpp, bf16's in
+// matmul_avx512_bf16.cpp where the CPU has AVX512_BF16; the other types run their AVX2
+// kernels on this path).
 //
 // Two blocks fill a 512-bit register: 64 weight codes against 64 activation codes. q8_0
 // codes are signed and vpdpbusd multiplies unsigned by signed bytes, so the weights go in

@@ -33,12 +33,6 @@ namespace {
 
 constexpr int kMaxTokens = 16;
 
-// acc += w (unsigned bytes) . four signed codes at p broadcast to every lane.
-MOE_AVX512_INLINE __m512i dpbusd_bcast4(__m512i acc, __m512i w, const int8_t* p) {
-  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return acc;
-}
-
 // The T tokens of `a` against the group starting at `g` (a pointer to its first block
 // column), into y (the first token's row) and rows ldy apart; lanes in `keep` are stored.
 template <int T>

@@ -21,6 +21,7 @@ inline ActFormat act_format(GgmlType w) {
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return ActFormat::Q8x32;
     case GgmlType::Q4_K:
+    case GgmlType::Q4_K_R16:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K: return ActFormat::Q8x256;
     default: return ActFormat::F32;
@@ -112,6 +113,7 @@ RowsFn avx2_rows_fp8();
 void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const ActLayout& l);
 RowsFn avx512_rows(GgmlType t);
 RowsFn avx512_rows_q8_0_r16();
+RowsFn avx512_rows_q4_K_r16();
 RowsFn avx512_rows_kquant(GgmlType t);
 RowsFn avx512_rows_bf16();
 

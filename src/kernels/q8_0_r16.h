@@ -12,43 +12,24 @@
 // the unsigned operand vpdpbusd wants; each block's result is corrected by 128 times the
 // sum of its activation codes (which the packed activations carry already).
 //
-// A group of 16 rows takes exactly the bytes of its 16 q8_0 rows, so a matrix keeps its
-// size, row_stride and the offsets of its expert slices; group g starts at row(16 g).
-// QMatrix::row(r) of any other r means nothing for this type, and dequantize_row refuses
-// it: ungroup first.
+// A group of 16 rows takes exactly the bytes of its 16 q8_0 rows (see kernels/regrouped.h
+// for what regrouped matrices share).
 #include <cstdint>
 
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/regrouped.h"
 
 namespace moe {
 
-inline constexpr int64_t kR16Rows = 16;
 inline constexpr size_t kR16BlockBytes = 16 * sizeof(BlockQ8_0);  // one block column of a group
-
-// Whether loading regroups q8_0 weights on this machine: the AVX-512 matmul path is chosen
-// (the others would ungroup at every call) and MOENGINE_REGROUP is not 0.
-bool regroup_q8_0_here();
-
-// Whether m can be regrouped: q8_0 with a whole number of 16-row groups.
-bool can_regroup_q8_0(const QMatrix& m);
 
 // Writes m regrouped to dst (m.rows * row_bytes bytes) and returns the q8_0_r16 matrix
 // over dst.
 QMatrix regroup_q8_0_r16(const QMatrix& m, uint8_t* dst);
 
-// Writes m to dst (m.rows * m.row_stride bytes), regrouped into q8_0_r16 when `regroup`
-// (m must then be regroupable), else byte for byte; returns the matrix over dst.
-QMatrix copy_weights(const QMatrix& m, uint8_t* dst, bool regroup);
-
 // Group g (rows 16 g .. 16 g + 15) of a q8_0_r16 matrix back in q8_0 form: 16 rows of
 // row_bytes(Q8_0, w.cols) each, one after another.
 void ungroup_q8_0_r16(const QMatrix& w, int64_t group, BlockQ8_0* rows);
-
-// Asks the kernel to reclaim the pages of a matrix that was regrouped elsewhere (whole
-// pages inside it only). Advice that keeps the contents: clean file pages are dropped and
-// read again if anything touches them (the token embedding, when the output head was tied
-// to it), and anonymous memory (a model assembled in memory) would go to swap, not be lost.
-void release_weight_pages(const QMatrix& m);
 
 }  // namespace moe

@@ -426,7 +426,7 @@ void dequantize_f8(const uint8_t* x, float* y, int64_t nb) {
 
 void check_length(GgmlType t, int64_t n) {
   const auto& tr = traits(t);
-  if (t == GgmlType::Q8_0_R16) fail("q8_0_r16 rows are interleaved 16 at a time: ungroup them first (ungroup_q8_0_r16)");
+  if (is_regrouped(t)) fail("{} rows are interleaved 16 at a time: ungroup them first (kernels/regrouped.h)", tr.name);
   if (!tr.supported) fail("tensor type {} is not supported for (de)quantization", tr.name);
   if (n < 0 || n % tr.block_size != 0) {
     fail("a row of {} elements is not a whole number of {} blocks ({} elements each)", n, tr.name,

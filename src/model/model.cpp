@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "core/huge_pages.h"
-#include "kernels/q8_0_r16.h"
+#include "kernels/regrouped.h"
 #include "model/weight_regroup.h"
 
 namespace moe {
@@ -28,7 +28,7 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
   std::unique_ptr<Model> model =
       config.arch == Arch::Deepseek2 ? make_deepseek2(std::move(file), config) : make_qwen3_moe(std::move(file), config);
 
-  WeightRegrouper regroup(regroup_q8_0_here());
+  WeightRegrouper regroup(regroup_here());
   if (weights_move_here()) model->mark_for_regrouping(regroup, read_routed_experts);
 
   // Read every weight page now, so the first request does not pay for the disk and the

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/huge_pages.h"
-#include "kernels/q8_0_r16.h"
+#include "kernels/regrouped.h"
 
 namespace moe {
 namespace {
@@ -18,7 +18,7 @@ size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 void WeightRegrouper::add(QMatrix& m) {
   if (m.data == nullptr || m.rows <= 0 || m.row_stride != row_bytes(m.type, m.cols)) return;
-  const bool regroup = regroup_q8_0_ && can_regroup_q8_0(m);
+  const bool regroup = regroup_ && can_regroup(m);
   const size_t size = size_t(m.rows) * m.row_stride;
   matrices_.push_back({&m, size_t(bytes_), regroup});
   items_.push_back({m, size_t(bytes_), regroup});
@@ -31,7 +31,7 @@ void WeightRegrouper::add(Tensor& t) {
   if (!t) return;
   const int64_t n = t.ne.size() > 2 ? t.ne[2] : 1;
   const QMatrix first = n > 1 ? t.slice(0) : t.matrix();
-  const bool regroup = regroup_q8_0_ && can_regroup_q8_0(first);
+  const bool regroup = regroup_ && can_regroup(first);
   const size_t each = size_t(first.rows) * row_bytes(t.type, first.cols);
   tensors_.push_back({&t, size_t(bytes_), regroup});
   for (int64_t i = 0; i < n; ++i) {
@@ -71,12 +71,12 @@ std::shared_ptr<const void> WeightRegrouper::run(const std::function<void(double
 
   for (const auto& [m, offset, regroup] : matrices_) {
     m->data = base + offset;
-    if (regroup) m->type = GgmlType::Q8_0_R16;
+    if (regroup) m->type = regrouped_type(m->type);
   }
   for (const auto& [t, offset, regroup] : tensors_) {
     t->data = base + offset;
     t->slices.clear();
-    if (regroup) t->type = GgmlType::Q8_0_R16;
+    if (regroup) t->type = regrouped_type(t->type);
   }
   return memory;
 }

@@ -3,10 +3,10 @@
 // owns, in transparent huge pages where the kernel gives them: a decode step streams every
 // weight once, and on 4 KiB file pages it pays a TLB miss per page and hardware
 // prefetchers that stop at every page boundary (one-token decode of q4_K_M and bf16 models
-// 7-15% faster measured). On the way, q8_0 matrices are regrouped into q8_0_r16 (see
-// kernels/q8_0_r16.h) where regroup_q8_0_here(): the layout of the AVX-512 kernel that
-// serves 16 rows with each vpdpbusd (prefill and batched decode about 2.5x faster than on
-// the q8_0 rows). The file's pages the weights came from are let go, so the process holds
+// 7-15% faster measured). On the way, q8_0 and q4_K matrices are regrouped (see
+// kernels/regrouped.h) where regroup_here(): the layouts of the AVX-512 kernels that serve
+// 16 rows with each vpdpbusd (q8_0 prefill and batched decode about 2.5x faster than on the
+// plain rows). The file's pages the weights came from are let go, so the process holds
 // them once.
 //
 // Only where weights_move_here(). An expert-parallel rank does not move the routed experts
@@ -24,8 +24,8 @@ namespace moe {
 
 class WeightRegrouper {
  public:
-  // regroup_q8_0: whether q8_0 matrices in whole groups of 16 rows are regrouped.
-  explicit WeightRegrouper(bool regroup_q8_0) : regroup_q8_0_(regroup_q8_0) {}
+  // regroup: whether matrices with a regrouped layout (can_regroup) are regrouped.
+  explicit WeightRegrouper(bool regroup) : regroup_(regroup) {}
 
   // Marks a matrix (or every matrix of a 2-D or 3-D tensor) to be moved; empty ones and
   // ones whose rows lie apart are left where they are. The objects must stay where they
@@ -33,7 +33,7 @@ class WeightRegrouper {
   void add(QMatrix& m);
   void add(Tensor& t);
   uint64_t bytes() const { return bytes_; }                      // marked in all
-  uint64_t regrouped_bytes() const { return regrouped_bytes_; }  // of which q8_0 to regroup
+  uint64_t regrouped_bytes() const { return regrouped_bytes_; }  // of which to regroup
   // Whether a marked matrix starts at p (the loader need not read such a tensor in first:
   // moving reads it).
   bool starts_at(const void* p) const { return starts_.contains(p); }
@@ -58,7 +58,7 @@ class WeightRegrouper {
   std::unordered_set<const void*> starts_;
   std::vector<Target<QMatrix>> matrices_;
   std::vector<Target<Tensor>> tensors_;
-  bool regroup_q8_0_;
+  bool regroup_;
   uint64_t bytes_ = 0;
   uint64_t regrouped_bytes_ = 0;
 };

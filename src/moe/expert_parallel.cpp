@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/huge_pages.h"
-#include "kernels/q8_0_r16.h"
+#include "kernels/regrouped.h"
 
 namespace moe {
 
@@ -84,16 +84,16 @@ void ExpertParallel::switch_placement() {
 uint64_t ExpertParallel::read_in_own_experts() {
   uint64_t bytes = 0;
   volatile uint8_t sink = 0;
-  regrouped_ = regroup_q8_0_here();
+  regrouped_ = regroup_here();
   // A replica is sent in its holder's layout: every rank must use the same one.
-  const int64_t regrouping = comm_.sum_over_ranks(regrouped_ ? 1 : 0, "the q8_0 weight layout");
+  const int64_t regrouping = comm_.sum_over_ranks(regrouped_ ? 1 : 0, "the weight layout");
   if (regrouping != 0 && regrouping != comm_.size()) {
-    fail("expert parallelism: {} of {} ranks regroup q8_0 weights for the AVX-512 kernel and the others do not; "
+    fail("expert parallelism: {} of {} ranks regroup weights for the AVX-512 kernels and the others do not; "
          "give every rank the same CPU features, or MOENGINE_REGROUP=0 to all",
          regrouping, comm_.size());
   }
   // The rank's experts move into one huge-page allocation, as the loader moves the rest of
-  // the model (q8_0 regrouped on the way where the AVX-512 path runs).
+  // the model (q8_0 and q4_K regrouped on the way where the AVX-512 path runs).
   const bool move = weights_move_here();
   size_t arena_bytes = 0;
   for (int64_t l = 0; move && l < map_.layers(); ++l) {
@@ -107,9 +107,8 @@ uint64_t ExpertParallel::read_in_own_experts() {
       if (move) {
         OwnedExpert o = place_expert_like(w, std::shared_ptr<uint8_t>(arena, arena.get() + at));
         at += expert_bytes_like(w);
-        const bool regroup = held_regrouped(w);
         for (auto [from, to] : {std::pair{&w.gate, &o.w.gate}, {&w.up, &o.w.up}, {&w.down, &o.w.down}}) {
-          *to = copy_weights(*from, static_cast<uint8_t*>(const_cast<void*>(to->data)), regroup);
+          *to = copy_weights(*from, static_cast<uint8_t*>(const_cast<void*>(to->data)), held_regrouped(*from));
           release_weight_pages(*from);
           bytes += size_t(from->rows) * from->row_stride;
         }
@@ -137,15 +136,15 @@ FfnWeights ExpertParallel::weights(int64_t layer, int32_t expert) const {
 
 FfnWeights ExpertParallel::replica_source(int64_t layer, int32_t expert) const {
   FfnWeights w = weights(layer, expert);
-  if (!owned_.contains({layer, expert}) && held_regrouped(w)) {
-    for (QMatrix* m : {&w.gate, &w.up, &w.down}) m->type = GgmlType::Q8_0_R16;
+  if (!owned_.contains({layer, expert})) {
+    for (QMatrix* m : {&w.gate, &w.up, &w.down}) {
+      if (held_regrouped(*m)) m->type = regrouped_type(m->type);
+    }
   }
   return w;
 }
 
-bool ExpertParallel::held_regrouped(const FfnWeights& file) const {
-  return regrouped_ && can_regroup_q8_0(file.gate) && can_regroup_q8_0(file.up) && can_regroup_q8_0(file.down);
-}
+bool ExpertParallel::held_regrouped(const QMatrix& file) const { return regrouped_ && can_regroup(file); }
 
 void ExpertParallel::run_layer(const MoeLayerInput& in, FfnRunner& runner, float* out, ThreadPool& pool) {
   const int32_t ranks = comm_.size(), me = comm_.rank();

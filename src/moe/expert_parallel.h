@@ -50,7 +50,7 @@ class ExpertParallel {
   // Reads the weights of the experts this rank holds into memory, so the first steps do not
   // wait on the disk; the others' pages are never touched here. Where the loader moves the
   // weights into huge pages (weights_move_here), the rank's experts are copied into one such
-  // allocation, the q8_0 ones regrouped where the loader regroups (regroup_q8_0_here), as a
+  // allocation, the q8_0 and q4_K ones regrouped where the loader regroups (regroup_here), as a
   // single process would hold them: replicas sent between ranks are then regrouped too, and
   // a token's result does not depend on the rank that computed it. Returns the bytes read.
   uint64_t read_in_own_experts();
@@ -87,8 +87,8 @@ class ExpertParallel {
   // What a copy of an expert is made of: its weights where this rank holds it; otherwise
   // the file's, typed as the holder keeps them (regrouped or not).
   FfnWeights replica_source(int64_t layer, int32_t expert) const;
-  // Whether an expert with these weights in the file is held regrouped.
-  bool held_regrouped(const FfnWeights& file) const;
+  // Whether an expert's matrix with this form in the file is held regrouped.
+  bool held_regrouped(const QMatrix& file) const;
   // Every rank at the same step: the plan is in place everywhere.
   void switch_placement();
 

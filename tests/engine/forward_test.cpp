@@ -9,7 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/single_sequence.h"
-#include "kernels/q8_0_r16.h"
+#include "kernels/regrouped.h"
 #include "support/reference_model.h"
 #include "test_models.h"
 
@@ -154,22 +154,29 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantizedForwardTest,
                                            GgmlType::Q5_K, GgmlType::Q6_K),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
-// Where the AVX-512 path is chosen, loading regroups q8_0 matrices 16 rows at a time for
-// its kernel. The logits must be those of the file's layout up to the order of float
-// additions (the integer block sums are exact either way), with the same greedy tokens.
+// Where the AVX-512 path is chosen, loading regroups q8_0 and q4_K matrices 16 rows at a
+// time for its kernels, whose products equal the file layout's up to the order of float
+// additions (regrouped_test). With q8_0 the logits stay within 1e-3 of the file layout's,
+// with the same greedy tokens. With q4_K that order tips an activation code (one scale per
+// 256 values) to the next value now and then, and this tiny random model amplifies it as
+// it does quantization noise (QuantizedForwardTest): rows moved by 1-3% were measured, so
+// there most rows must keep the greedy token and stay within 0.15.
 TEST(RegroupedWeights, AnswerLikeTheFileLayout) {
-  if (!regroup_q8_0_here()) GTEST_SKIP() << "this CPU does not take the AVX-512 path: q8_0 weights stay as in the file";
-  for (Arch arch : {Arch::Deepseek2, Arch::Qwen3Moe}) {
+  if (!regroup_here()) GTEST_SKIP() << "this CPU does not take the AVX-512 path: weights stay as in the file";
+  for (auto [arch, type] : {std::pair{Arch::Deepseek2, GgmlType::Q8_0}, {Arch::Qwen3Moe, GgmlType::Q8_0},
+                            {Arch::Deepseek2, GgmlType::Q4_K}, {Arch::Qwen3Moe, GgmlType::Q4_K}}) {
+    const std::string what = std::string(type_name(type)) + (arch == Arch::Deepseek2 ? " deepseek2" : " qwen3moe");
     GenSpec spec = tiny(arch);
-    spec.type = GgmlType::Q8_0;
-    const std::string path = testing::write_model(spec, std::string("regroup_") + (arch == Arch::Deepseek2 ? "ds" : "qw"));
+    spec.type = type;
+    const std::string path = testing::write_model(
+        spec, std::string("regroup_") + (arch == Arch::Deepseek2 ? "ds_" : "qw_") + std::string(type_name(type)));
     auto regrouped = Model::load(path);
     ::setenv("MOENGINE_REGROUP", "0", 1);
     auto plain = Model::load(path);
     ::unsetenv("MOENGINE_REGROUP");
-    EXPECT_GT(regrouped->regrouped_weight_bytes(), regrouped->total_weight_bytes() / 2);
-    EXPECT_GE(regrouped->moved_weight_bytes(), regrouped->regrouped_weight_bytes());
-    EXPECT_EQ(plain->regrouped_weight_bytes(), 0u);
+    EXPECT_GT(regrouped->regrouped_weight_bytes(), regrouped->total_weight_bytes() / 2) << what;
+    EXPECT_GE(regrouped->moved_weight_bytes(), regrouped->regrouped_weight_bytes()) << what;
+    EXPECT_EQ(plain->regrouped_weight_bytes(), 0u) << what;
 
     const int64_t V = plain->config().n_vocab;
     const std::vector<int32_t> tokens = test_tokens(12, V);
@@ -177,12 +184,22 @@ TEST(RegroupedWeights, AnswerLikeTheFileLayout) {
     SingleSequence a(*regrouped, 16), b(*plain, 16);
     const std::vector<float> got = a.prefill(tokens, true, pool);
     const std::vector<float> want = b.prefill(tokens, true, pool);
+    const bool exact_sums = type == GgmlType::Q8_0;
+    int agree = 0, close = 0;
     for (size_t t = 0; t < tokens.size(); ++t) {
       const float* g = got.data() + t * V;
       const float* w = want.data() + t * V;
-      EXPECT_LT(rel_max_diff(g, w, size_t(V)), 1e-3) << "row " << t;
-      EXPECT_EQ(std::max_element(g, g + V) - g, std::max_element(w, w + V) - w) << "row " << t;
+      const bool same_token = std::max_element(g, g + V) - g == std::max_element(w, w + V) - w;
+      const double diff = rel_max_diff(g, w, size_t(V));
+      agree += same_token;
+      close += diff < 0.15;
+      if (exact_sums) {
+        EXPECT_LT(diff, 1e-3) << what << ", row " << t;
+        EXPECT_TRUE(same_token) << what << ", row " << t;
+      }
     }
+    EXPECT_GE(agree, int(tokens.size()) - 2) << what << ": greedy tokens disagree with the file layout's";
+    EXPECT_GE(close, int(tokens.size()) - 2) << what << ": logits far from the file layout's";
   }
 }
 

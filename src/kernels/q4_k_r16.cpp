@@ -7,15 +7,12 @@
 namespace moe {
 namespace {
 
-// The scales and mins of a column as four 64-byte vectors, one byte per
-// (sub-block, row):
+// The scales and mins of a column as four 64-byte vectors, one byte per (sub-block, row):
 //   S0[16 j + r] = sc_j[r] and S1[16 j + r] = sc_{4+j}[r]   (j = 0..3)
 //   M0[32 p + 2 r + e] = m_{2p+e}[r] and M1[...] = m_{4+2p+e}[r]   (p = 0, 1; e
-//   = 0, 1)
-// (the mins in pairs, so that widened to 16 bits a 32-bit lane holds one row's
-// pair). Stored as their low 4 bits, S0 | S1 << 4 at [64, 128) and M0 | M1 << 4
-// at [128, 192), and their high 2 bits, S0 | S1 << 2 | M0 << 4 | M1 << 6 at
-// [192, 256).
+//   = 0, 1) (the mins in pairs, so that widened to 16 bits a 32-bit lane holds one row's
+//   pair). Stored as their low 4 bits, S0 | S1 << 4 at [64, 128) and M0 | M1 << 4 at
+//   [128, 192), and their high 2 bits, S0 | S1 << 2 | M0 << 4 | M1 << 6 at [192, 256).
 constexpr size_t kLowScales = 64, kLowMins = 128, kHighBits = 192, kCodes = 256;
 
 int scale_vector(int j) { return j < 4 ? 0 : 1; }
@@ -23,80 +20,67 @@ int scale_index(int j, int r) { return 16 * (j % 4) + r; }
 int min_vector(int j) { return j < 4 ? 0 : 1; }
 int min_index(int j, int r) { return 32 * ((j % 4) / 2) + 2 * r + j % 2; }
 
-void put(uint8_t *column, size_t low_at, int vec, int idx, int high_shift,
-         uint8_t v) {
+void put(uint8_t* column, size_t low_at, int vec, int idx, int high_shift, uint8_t v) {
   column[low_at + size_t(idx)] |= uint8_t((v & 15) << (4 * vec));
   column[kHighBits + size_t(idx)] |= uint8_t((v >> 4) << high_shift);
 }
 
-uint8_t get(const uint8_t *column, size_t low_at, int vec, int idx,
-            int high_shift) {
+uint8_t get(const uint8_t* column, size_t low_at, int vec, int idx, int high_shift) {
   return uint8_t(((column[low_at + size_t(idx)] >> (4 * vec)) & 15) |
                  (((column[kHighBits + size_t(idx)] >> high_shift) & 3) << 4));
 }
 
-} // namespace
+}  // namespace
 
-void q4_K_r16_scale_min(const uint8_t *column, int j, int r, uint8_t *sc,
-                        uint8_t *m) {
-  *sc = get(column, kLowScales, scale_vector(j), scale_index(j, r),
-            2 * scale_vector(j));
-  *m = get(column, kLowMins, min_vector(j), min_index(j, r),
-           4 + 2 * min_vector(j));
+void q4_K_r16_scale_min(const uint8_t* column, int j, int r, uint8_t* sc, uint8_t* m) {
+  *sc = get(column, kLowScales, scale_vector(j), scale_index(j, r), 2 * scale_vector(j));
+  *m = get(column, kLowMins, min_vector(j), min_index(j, r), 4 + 2 * min_vector(j));
 }
 
-QMatrix regroup_q4_K_r16(const QMatrix &m, uint8_t *dst) {
+QMatrix regroup_q4_K_r16(const QMatrix& m, uint8_t* dst) {
   if (m.type != GgmlType::Q4_K || m.rows <= 0 || m.rows % kR16Rows != 0) {
-    fail("regroup: a {} matrix of {} rows is not q4_K in groups of 16 rows",
-         type_name(m.type), m.rows);
+    fail("regroup: a {} matrix of {} rows is not q4_K in groups of 16 rows", type_name(m.type), m.rows);
   }
   const int64_t nb = m.cols / 256;
   const size_t rb = row_bytes(GgmlType::Q4_K, m.cols);
   for (int64_t g = 0; g < m.rows / kR16Rows; ++g) {
-    uint8_t *group = dst + size_t(g) * kR16Rows * rb;
+    uint8_t* group = dst + size_t(g) * kR16Rows * rb;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t *out = group + size_t(b) * kQ4KR16BlockBytes;
+      uint8_t* out = group + size_t(b) * kQ4KR16BlockBytes;
       std::memset(out, 0, kCodes);
       for (int r = 0; r < kR16Rows; ++r) {
-        const BlockQ4_K &blk =
-            reinterpret_cast<const BlockQ4_K *>(m.row(g * kR16Rows + r))[b];
+        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(m.row(g * kR16Rows + r))[b];
         std::memcpy(out + 2 * r, &blk.d, 2);
         std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
         for (int j = 0; j < 8; ++j) {
           uint8_t sc, mn;
           unpack_scale_min_k4(blk.scales, j, &sc, &mn);
-          put(out, kLowScales, scale_vector(j), scale_index(j, r),
-              2 * scale_vector(j), sc);
-          put(out, kLowMins, min_vector(j), min_index(j, r),
-              4 + 2 * min_vector(j), mn);
+          put(out, kLowScales, scale_vector(j), scale_index(j, r), 2 * scale_vector(j), sc);
+          put(out, kLowMins, min_vector(j), min_index(j, r), 4 + 2 * min_vector(j), mn);
         }
-        for (int c = 0; c < 32; ++c)
-          std::memcpy(out + kCodes + 64 * c + 4 * r, blk.qs + 4 * c, 4);
+        for (int c = 0; c < 32; ++c) std::memcpy(out + kCodes + 64 * c + 4 * r, blk.qs + 4 * c, 4);
       }
     }
   }
   return QMatrix{GgmlType::Q4_K_R16, m.rows, m.cols, dst, rb};
 }
 
-void ungroup_q4_K_r16(const QMatrix &w, int64_t group, BlockQ4_K *rows) {
-  if (w.type != GgmlType::Q4_K_R16)
-    fail("ungroup: the matrix is {}, not q4_K_r16", type_name(w.type));
+void ungroup_q4_K_r16(const QMatrix& w, int64_t group, BlockQ4_K* rows) {
+  if (w.type != GgmlType::Q4_K_R16) fail("ungroup: the matrix is {}, not q4_K_r16", type_name(w.type));
   const int64_t nb = w.cols / 256;
-  const uint8_t *src = w.row(group * kR16Rows);
+  const uint8_t* src = w.row(group * kR16Rows);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t *in = src + size_t(b) * kQ4KR16BlockBytes;
+    const uint8_t* in = src + size_t(b) * kQ4KR16BlockBytes;
     for (int r = 0; r < kR16Rows; ++r) {
-      BlockQ4_K &blk = rows[r * nb + b];
+      BlockQ4_K& blk = rows[r * nb + b];
       std::memcpy(&blk.d, in + 2 * r, 2);
       std::memcpy(&blk.dmin, in + 32 + 2 * r, 2);
       uint8_t sc[8], mn[8];
-      for (int j = 0; j < 8; ++j)
-        q4_K_r16_scale_min(in, j, r, &sc[j], &mn[j]);
+      for (int j = 0; j < 8; ++j) q4_K_r16_scale_min(in, j, r, &sc[j], &mn[j]);
       pack_scale_min_k4(sc, mn, blk.scales);
-      for (int c = 0; c < 32; ++c)
-        std::memcpy(blk.qs + 4 * c, in + kCodes + 64 * c + 4 * r, 4);
+      for (int c = 0; c < 32; ++c) std::memcpy(blk.qs + 4 * c, in + kCodes + 64 * c + 4 * r, 4);
     }
   }
 }
 
-} // namespace moe
+}  // namespace moe

@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "core/cpu_features.h"
-#include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 
 namespace moe {
@@ -50,8 +49,7 @@ uint64_t sum_generic(const uint8_t* p, size_t n) {
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
     : pool_(pool),
       slice_(std::max<size_t>(bytes, 4096 * size_t(pool.size())) / size_t(pool.size()) / 4096 * 4096),
-      buf_(static_cast<uint8_t*>(std::aligned_alloc(4096, slice_ * size_t(pool.size()))), std::free) {
-  if (!buf_) fail("memory bandwidth test: cannot allocate {} bytes", slice_ * size_t(pool.size()));
+      buf_(allocate_huge_pages(slice_ * size_t(pool.size()), "the memory bandwidth test")) {
   // Touch every page from the thread that will read it, so pages are resident (and local).
   pool_.run([&](int i, int) { std::memset(buf_.get() + size_t(i) * slice_, 1, slice_); });
 }

@@ -10,9 +10,11 @@ namespace moe {
 class ThreadPool;
 
 // A buffer of `bytes` (allocated and touched once, so use well over the last-level cache,
-// e.g. 1 GiB) that every thread of the pool reads its own slice of with wide loads. On a
-// shared machine the bandwidth on offer drifts by 10-20% from minute to minute, so a
-// benchmark measures it right beside the run it compares against.
+// e.g. 1 GiB) that every thread of the pool reads its own slice of with wide loads. It lies
+// in transparent huge pages, as the weights do once loaded: on 4 KiB pages two Zen 5 cores
+// read 5-12% less, which would flatter a decode step measured against it. On a shared
+// machine the bandwidth on offer drifts by 10-20% from minute to minute, so a benchmark
+// measures it right beside the run it compares against.
 class ReadBandwidthProbe {
  public:
   ReadBandwidthProbe(ThreadPool& pool, size_t bytes);
@@ -22,7 +24,7 @@ class ReadBandwidthProbe {
  private:
   ThreadPool& pool_;
   size_t slice_;  // bytes per thread
-  std::unique_ptr<uint8_t, void (*)(void*)> buf_;
+  std::shared_ptr<uint8_t> buf_;
 };
 
 // One probe's best of four passes.

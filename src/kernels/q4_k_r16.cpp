@@ -9,10 +9,10 @@ namespace {
 
 // The scales and mins of a column as four 64-byte vectors, one byte per (sub-block, row):
 //   S0[16 j + r] = sc_j[r] and S1[16 j + r] = sc_{4+j}[r]   (j = 0..3)
-//   M0[32 p + 2 r + e] = m_{2p+e}[r] and M1[...] = m_{4+2p+e}[r]   (p = 0, 1; e
-//   = 0, 1) (the mins in pairs, so that widened to 16 bits a 32-bit lane holds one row's
-//   pair). Stored as their low 4 bits, S0 | S1 << 4 at [64, 128) and M0 | M1 << 4 at
-//   [128, 192), and their high 2 bits, S0 | S1 << 2 | M0 << 4 | M1 << 6 at [192, 256).
+//   M0[32 p + 2 r + e] = m_{2p+e}[r] and M1[...] = m_{4+2p+e}[r]   (p, e = 0, 1)
+// (the mins in pairs, so that widened to 16 bits a 32-bit lane holds one row's pair).
+// Stored as their low 4 bits, S0 | S1 << 4 at [64, 128) and M0 | M1 << 4 at [128, 192),
+// and their high 2 bits, S0 | S1 << 2 | M0 << 4 | M1 << 6 at [192, 256).
 constexpr size_t kLowScales = 64, kLowMins = 128, kHighBits = 192, kCodes = 256;
 
 int scale_vector(int j) { return j < 4 ? 0 : 1; }

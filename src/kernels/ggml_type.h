@@ -27,11 +27,12 @@ enum class GgmlType : uint32_t {
   // Internal: FP8 checkpoint weights served as they are. A block of 128 values is an f32
   // scale followed by 128 E4M3 codes (132 bytes); value = scale * e4m3(code).
   F8_E4M3_B128 = 1000,
-  // Internal: q8_0 and q4_K rows regrouped 16 at a time at load for the AVX-512 kernels
-  // (see kernels/regrouped.h). Same sizes as q8_0 and q4_K; a matrix of them is not an
-  // array of rows.
+  // Internal: q8_0, q4_K and q6_K rows regrouped 16 at a time at load for the AVX-512
+  // kernels (see kernels/regrouped.h). Same sizes as the plain types; a matrix of them is
+  // not an array of rows.
   Q8_0_R16 = 1001,
   Q4_K_R16 = 1002,
+  Q6_K_R16 = 1003,
 };
 
 struct GgmlTypeTraits {
@@ -55,6 +56,7 @@ inline GgmlType regrouped_type(GgmlType plain) {
   switch (plain) {
     case GgmlType::Q8_0: return GgmlType::Q8_0_R16;
     case GgmlType::Q4_K: return GgmlType::Q4_K_R16;
+    case GgmlType::Q6_K: return GgmlType::Q6_K_R16;
     default: return plain;
   }
 }
@@ -64,6 +66,7 @@ inline GgmlType plain_type(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0_R16: return GgmlType::Q8_0;
     case GgmlType::Q4_K_R16: return GgmlType::Q4_K;
+    case GgmlType::Q6_K_R16: return GgmlType::Q6_K;
     default: return t;
   }
 }

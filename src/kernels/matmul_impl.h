@@ -23,7 +23,8 @@ inline ActFormat act_format(GgmlType w) {
     case GgmlType::Q4_K:
     case GgmlType::Q4_K_R16:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return ActFormat::Q8x256;
+    case GgmlType::Q6_K:
+    case GgmlType::Q6_K_R16: return ActFormat::Q8x256;
     default: return ActFormat::F32;
   }
 }
@@ -114,6 +115,7 @@ void avx2_pack_q8(const float* x, int64_t n, int block, uint8_t* token, const Ac
 RowsFn avx512_rows(GgmlType t);
 RowsFn avx512_rows_q8_0_r16();
 RowsFn avx512_rows_q4_K_r16();
+RowsFn avx512_rows_q6_K_r16();
 RowsFn avx512_rows_kquant(GgmlType t);
 RowsFn avx512_rows_bf16();
 

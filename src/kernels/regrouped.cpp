@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "kernels/q4_k_r16.h"
+#include "kernels/q6_k_r16.h"
 #include "kernels/q8_0_r16.h"
 
 namespace moe {
@@ -17,9 +18,14 @@ bool regroup_here() { return weights_move_here() && matmul_best_path() == Matmul
 bool can_regroup(const QMatrix& m) { return regrouped_type(m.type) != m.type && m.rows > 0 && m.rows % kR16Rows == 0; }
 
 QMatrix regroup(const QMatrix& m, uint8_t* dst) {
-  if (!can_regroup(m))
+  if (!can_regroup(m)) {
     fail("regroup: a {} matrix of {} rows has no layout in groups of 16 rows", type_name(m.type), m.rows);
-  return m.type == GgmlType::Q8_0 ? regroup_q8_0_r16(m, dst) : regroup_q4_K_r16(m, dst);
+  }
+  switch (m.type) {
+    case GgmlType::Q8_0: return regroup_q8_0_r16(m, dst);
+    case GgmlType::Q4_K: return regroup_q4_K_r16(m, dst);
+    default: return regroup_q6_K_r16(m, dst);
+  }
 }
 
 QMatrix copy_weights(const QMatrix& m, uint8_t* dst, bool regroup_it) {
@@ -30,12 +36,10 @@ QMatrix copy_weights(const QMatrix& m, uint8_t* dst, bool regroup_it) {
 
 void ungroup(const QMatrix& w, int64_t group, void* rows) {
   switch (w.type) {
-    case GgmlType::Q8_0_R16:
-      return ungroup_q8_0_r16(w, group, static_cast<BlockQ8_0*>(rows));
-    case GgmlType::Q4_K_R16:
-      return ungroup_q4_K_r16(w, group, static_cast<BlockQ4_K*>(rows));
-    default:
-      fail("ungroup: {} is not a regrouped type", type_name(w.type));
+    case GgmlType::Q8_0_R16: return ungroup_q8_0_r16(w, group, static_cast<BlockQ8_0*>(rows));
+    case GgmlType::Q4_K_R16: return ungroup_q4_K_r16(w, group, static_cast<BlockQ4_K*>(rows));
+    case GgmlType::Q6_K_R16: return ungroup_q6_K_r16(w, group, static_cast<BlockQ6_K*>(rows));
+    default: fail("ungroup: {} is not a regrouped type", type_name(w.type));
   }
 }
 

@@ -154,20 +154,22 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantizedForwardTest,
                                            GgmlType::Q5_K, GgmlType::Q6_K),
                          [](const auto& info) { return std::string(type_name(info.param)); });
 
-// Where the AVX-512 path is chosen, loading regroups q8_0 and q4_K matrices 16 rows at a
-// time for its kernels, whose products equal the file layout's up to the order of float
-// additions (regrouped_test). With q8_0 the logits stay within 1e-3 of the file layout's,
-// with the same greedy tokens. With q4_K that order tips an activation code (one scale per
-// 256 values) to the next value now and then, and this tiny random model amplifies it as
+// Where the AVX-512 path is chosen, loading regroups q8_0, q4_K and q6_K matrices 16 rows
+// at a time for its kernels, whose products equal the file layout's up to the order of
+// float additions (regrouped_test). With q8_0 the logits stay within 1e-3 of the file
+// layout's, with the same greedy tokens. With the q4_K_M mix (q4_K and q6_K) that order
+// tips an activation code (one scale per 256 values) to the next value now and then, and this tiny random model amplifies it as
 // it does quantization noise (QuantizedForwardTest): rows moved by 1-3% were measured, so
 // there most rows must keep the greedy token and stay within 0.15.
 TEST(RegroupedWeights, AnswerLikeTheFileLayout) {
   if (!regroup_here()) GTEST_SKIP() << "this CPU does not take the AVX-512 path: weights stay as in the file";
   for (auto [arch, type] : {std::pair{Arch::Deepseek2, GgmlType::Q8_0}, {Arch::Qwen3Moe, GgmlType::Q8_0},
                             {Arch::Deepseek2, GgmlType::Q4_K}, {Arch::Qwen3Moe, GgmlType::Q4_K}}) {
-    const std::string what = std::string(type_name(type)) + (arch == Arch::Deepseek2 ? " deepseek2" : " qwen3moe");
+    const std::string what = std::string(type == GgmlType::Q4_K ? "q4_K_M" : "q8_0") +
+                             (arch == Arch::Deepseek2 ? " deepseek2" : " qwen3moe");
     GenSpec spec = tiny(arch);
     spec.type = type;
+    spec.q4_k_m = type == GgmlType::Q4_K;
     const std::string path = testing::write_model(
         spec, std::string("regroup_") + (arch == Arch::Deepseek2 ? "ds_" : "qw_") + std::string(type_name(type)));
     auto regrouped = Model::load(path);

@@ -1,4 +1,4 @@
-// Weights regrouped 16 rows at a time (q8_0_r16, q4_K_r16): the regrouping is lossless,
+// Weights regrouped 16 rows at a time (q8_0_r16, q4_K_r16, q6_K_r16): the regrouping is lossless,
 // and every path computes from them what it computes from the plain rows (the AVX-512
 // kernels within the activation-quantization bound of the reference, the others through
 // the plain type's kernels exactly), over row ranges that cut groups, token tiles and
@@ -39,6 +39,17 @@ std::vector<uint8_t> plain_rows(GgmlType t, int64_t rows, int64_t cols, std::mt1
     // The extreme codes, which the +128 offset maps to 0 and 255.
     reinterpret_cast<BlockQ8_0*>(bytes.data())[0].qs[0] = -128;
     reinterpret_cast<BlockQ8_0*>(bytes.data())[0].qs[1] = 127;
+  } else if (t == GgmlType::Q6_K) {
+    // Row 1's first super-block at the largest codes and scales, row 2's at the smallest
+    // codes and the most negative scales: the kernel's integer sums at their bounds.
+    BlockQ6_K& big = reinterpret_cast<BlockQ6_K*>(bytes.data() + rb)[0];
+    BlockQ6_K& low = reinterpret_cast<BlockQ6_K*>(bytes.data() + 2 * rb)[0];
+    std::memset(big.ql, 0xff, sizeof(big.ql));
+    std::memset(big.qh, 0xff, sizeof(big.qh));
+    std::memset(big.scales, 127, sizeof(big.scales));
+    std::memset(low.ql, 0, sizeof(low.ql));
+    std::memset(low.qh, 0, sizeof(low.qh));
+    std::memset(low.scales, 0x80, sizeof(low.scales));
   } else {
     // Row 1's first super-block at the largest codes, scales and mins, row 2's at the
     // smallest codes and largest mins: the kernel's integer sums at their bounds.
@@ -97,7 +108,7 @@ TEST_P(Regrouped, RefusesWhatItCannotHold) {
   EXPECT_FALSE(can_regroup(make_qmatrix(plain(), 20, cols, bytes.data())));
   EXPECT_THROW(regroup(make_qmatrix(plain(), 20, cols, bytes.data()), out.data()), Error);
   EXPECT_FALSE(can_regroup(make_qmatrix(GgmlType::F16, 16, cols, bytes.data())));
-  EXPECT_FALSE(can_regroup(make_qmatrix(GgmlType::Q6_K, 16, 256, bytes.data())));
+  EXPECT_FALSE(can_regroup(make_qmatrix(GgmlType::Q5_K, 16, 256, bytes.data())));
   const QMatrix r = regroup(make_qmatrix(plain(), 16, cols, bytes.data()), out.data());
   EXPECT_FALSE(can_regroup(r));
   std::vector<float> row(static_cast<size_t>(cols));
@@ -245,7 +256,7 @@ TEST_P(Regrouped, BatchesRangesAndThreadsGiveTheSameBits) {
   EXPECT_EQ(threaded, serial);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, Regrouped, testing::Values(GgmlType::Q8_0, GgmlType::Q4_K),
+INSTANTIATE_TEST_SUITE_P(Types, Regrouped, testing::Values(GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K),
                          [](const testing::TestParamInfo<GgmlType>& info) {
                            return std::string(type_name(info.param));
                          });

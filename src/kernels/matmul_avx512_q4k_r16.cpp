@@ -21,16 +21,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include <algorithm>
-
 #include "kernels/matmul_avx512.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/matmul_r16.h"
 #include "kernels/q4_k_r16.h"
 
 namespace moe::mm {
 namespace {
-
-constexpr int kMaxTokens = 4;
 
 // How far ahead of the column being computed the first tile over a group asks for the
 // weights. With about 230 instructions per 2304-byte column the out-of-order window holds
@@ -130,45 +127,19 @@ MOE_AVX512 void group_tile(const uint8_t* g, int64_t nsb, const Q8x256View* a, f
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, keep, acc[t]);
 }
 
-template <int T>
-void tail_tile(const uint8_t* g, int64_t nsb, const Q8x256View* a, int64_t n, float* y, int64_t ldy, __mmask16 keep,
-               bool prefetch) {
-  if constexpr (T >= 1) {
-    if (n == T) return group_tile<T>(g, nsb, a, y, ldy, keep, prefetch);
-    tail_tile<T - 1>(g, nsb, a, n, y, ldy, keep, prefetch);
+struct Q4_KR16 {
+  using View = Q8x256View;
+  static View view(const PackedActs& x, int64_t t) { return q8x256_view(x, t); }
+  static constexpr int64_t kBlock = 256;
+  static constexpr int kMaxTokens = 4;
+  template <int T>
+  static void tile(const uint8_t* g, int64_t nsb, const View* a, float* y, int64_t ldy, __mmask16 keep, bool first) {
+    group_tile<T>(g, nsb, a, y, ldy, keep, first);
   }
-}
-
-// Rows [r0, r1): every group they touch is computed whole, and only their rows stored.
-// Tokens go in blocks of 64 (their codes stay in L2) and, within one, in tiles of up to
-// kMaxTokens that share each super-block column's unpacked weights; the first tile over a
-// group brings it from memory (prefetching ahead), the others find it in L1.
-void rows_q4_K_r16(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t nsb = w.cols / 256, nt = x.n_tokens();
-  const int64_t g0 = r0 / kR16Rows, g1 = (r1 + kR16Rows - 1) / kR16Rows;
-  auto keep = [&](int64_t g) {
-    const int64_t lo = std::max(r0, g * kR16Rows) - g * kR16Rows, hi = std::min(r1, (g + 1) * kR16Rows) - g * kR16Rows;
-    return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-  };
-  Q8x256View views[64];
-  for (int64_t t0 = 0; t0 < nt; t0 += 64) {
-    const int64_t t1 = std::min(nt, t0 + 64);
-    for (int64_t t = t0; t < t1; ++t) views[t - t0] = q8x256_view(x, t);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* grp = w.row(g * kR16Rows);
-      const __mmask16 k = keep(g);
-      float* yg = y + g * kR16Rows;
-      int64_t t = t0;
-      for (; t + kMaxTokens <= t1; t += kMaxTokens) {
-        group_tile<kMaxTokens>(grp, nsb, views + (t - t0), yg + t * ldy, ldy, k, t == t0);
-      }
-      if (t < t1) tail_tile<kMaxTokens - 1>(grp, nsb, views + (t - t0), t1 - t, yg + t * ldy, ldy, k, t == t0);
-    }
-  }
-}
+};
 
 }  // namespace
 
-RowsFn avx512_rows_q4_K_r16() { return rows_q4_K_r16; }
+RowsFn avx512_rows_q4_K_r16() { return r16_rows<Q4_KR16>; }
 
 }  // namespace moe::mm

@@ -22,16 +22,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include <algorithm>
-
 #include "kernels/matmul_avx512.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/matmul_r16.h"
 #include "kernels/q8_0_r16.h"
 
 namespace moe::mm {
 namespace {
-
-constexpr int kMaxTokens = 16;
 
 // The T tokens of `a` against the group starting at `g` (a pointer to its first block
 // column), into y (the first token's row) and rows ldy apart; lanes in `keep` are stored.
@@ -59,43 +56,21 @@ MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const Q8x32View* a, flo
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, keep, acc[t]);
 }
 
-template <int T>
-void tail_tile(const uint8_t* g, int64_t nb, const Q8x32View* a, int64_t n, float* y, int64_t ldy, __mmask16 keep) {
-  if constexpr (T >= 1) {
-    if (n == T) return group_tile<T>(g, nb, a, y, ldy, keep);
-    tail_tile<T - 1>(g, nb, a, n, y, ldy, keep);
+struct Q8_0R16 {
+  using View = Q8x32View;
+  static View view(const PackedActs& x, int64_t t) { return q8x32_view(x, t); }
+  static constexpr int64_t kBlock = 32;
+  static constexpr int kMaxTokens = 16;
+  // At one token the hardware prefetchers follow the group's single stream well here: a
+  // software prefetch measured slower, so `first` goes unused.
+  template <int T>
+  static void tile(const uint8_t* g, int64_t nb, const View* a, float* y, int64_t ldy, __mmask16 keep, bool) {
+    group_tile<T>(g, nb, a, y, ldy, keep);
   }
-}
-
-// Rows [r0, r1): every group they touch is computed whole, and only their rows stored.
-// Tokens go in blocks of 64 (their codes stay in L2) and, within one, in tiles of up to
-// kMaxTokens that share each block column's weight loads. The tokens' views are found
-// once per block of tokens, not per group: with short rows (a head's 128-wide W_kb has 4
-// block columns per group) that made a cache-resident GEMV 2-8% faster.
-void rows_q8_0_r16(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t nb = w.cols / 32, nt = x.n_tokens();
-  const int64_t g0 = r0 / kR16Rows, g1 = (r1 + kR16Rows - 1) / kR16Rows;
-  auto keep = [&](int64_t g) {
-    const int64_t lo = std::max(r0, g * kR16Rows) - g * kR16Rows, hi = std::min(r1, (g + 1) * kR16Rows) - g * kR16Rows;
-    return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-  };
-  Q8x32View views[64];
-  for (int64_t t0 = 0; t0 < nt; t0 += 64) {
-    const int64_t t1 = std::min(nt, t0 + 64);
-    for (int64_t t = t0; t < t1; ++t) views[t - t0] = q8x32_view(x, t);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* grp = w.row(g * kR16Rows);
-      const __mmask16 k = keep(g);
-      float* yg = y + g * kR16Rows;
-      int64_t t = t0;
-      for (; t + kMaxTokens <= t1; t += kMaxTokens) group_tile<kMaxTokens>(grp, nb, views + (t - t0), yg + t * ldy, ldy, k);
-      if (t < t1) tail_tile<kMaxTokens - 1>(grp, nb, views + (t - t0), t1 - t, yg + t * ldy, ldy, k);
-    }
-  }
-}
+};
 
 }  // namespace
 
-RowsFn avx512_rows_q8_0_r16() { return rows_q8_0_r16; }
+RowsFn avx512_rows_q8_0_r16() { return r16_rows<Q8_0R16>; }
 
 }  // namespace moe::mm

@@ -35,9 +35,11 @@ struct Models {
   std::string dir = testing::test_dir("ep_generate_test");
   std::string ds = dir + "/ds.gguf";
   std::string qw = dir + "/qw.gguf";
+  std::string ds_q4km = dir + "/ds-q4km.gguf";
   Models() {
     EXPECT_EQ(run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + ds).status, 0);
     EXPECT_EQ(run_moengine("gen-model --arch qwen3moe --preset tiny --type q8_0 --out " + qw).status, 0);
+    EXPECT_EQ(run_moengine("gen-model --arch deepseek2 --preset tiny --type q4_K_M --out " + ds_q4km).status, 0);
   }
 };
 
@@ -79,9 +81,17 @@ TEST(EpGenerate, Qwen3MoeOutputEqualsTheSingleProcess) {
   expect_same_as_single_process(models().qw, "qw", "", {1, 2, 4});
 }
 
+
 std::string redundant_placement(int ranks, int moe_layers) {
   return testing::write_placement(models().dir + "/redundant-" + std::to_string(ranks) + "-" + std::to_string(moe_layers) + ".json",
                                   testing::redundant_placement(ranks, moe_layers));
+}
+
+// q4_K_M experts (q4_K gate and up; the down projections' q6_K falls back to q8_0 in the
+// tiny shape): where the loader regroups, each matrix of a rank's experts and of the
+// replicas it receives is regrouped on its own.
+TEST(EpGenerate, MixedTypeExpertsEqualTheSingleProcess) {
+  expect_same_as_single_process(models().ds_q4km, "ds-q4km", "--placement " + redundant_placement(2, 2), {2});
 }
 
 TEST(EpGenerate, RedundantReplicasGiveTheSameOutput) {
@@ -121,7 +131,8 @@ int count(const std::string& text, const std::string& what) {
 
 TEST(EpGenerate, LiveRePlacementMidRunKeepsTheOutput) {
   const std::string dir = models().dir;
-  for (const auto& [model, name, ranks] : {std::tuple{models().ds, "ds", 2}, std::tuple{models().qw, "qw", 4}}) {
+  for (const auto& [model, name, ranks] : {std::tuple{models().ds, "ds", 2}, std::tuple{models().qw, "qw", 4},
+                                          std::tuple{models().ds_q4km, "ds-q4km", 2}}) {
     const std::string placement =
         testing::write_placement(dir + "/lopsided-" + std::to_string(ranks) + ".json", testing::lopsided_placement(ranks, 2));
     const std::string args = "generate -m " + model + " --prompt-ids 1,2,3,4,5,6,7,8 -n 160 --ignore-eos --threads 1 --json";

@@ -128,7 +128,7 @@ void mem_read(benchmark::State& state) {
 
 void register_all() {
   BENCHMARK(mem_read)->Name("MemRead/1GiB")->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
-  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q8_0_R16, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q8_0_R16, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_0_R16, GgmlType::Q4_1,
                             GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q4_K_R16, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q6_K_R16,
                             GgmlType::F16,  GgmlType::BF16, GgmlType::F32,  GgmlType::F8_E4M3_B128};
   const std::pair<int64_t, int64_t> shapes[] = {{2048, 2048}, {384, 2048}, {2048, 384}};

@@ -26,11 +26,12 @@ constexpr std::array<GgmlTypeTraits, 15> kGgufTypes = {{
     {GgmlType::BF16, "bf16", 1, 2, true},
 }};
 
-constexpr std::array<GgmlTypeTraits, 4> kInternalTypes = {{
+constexpr std::array<GgmlTypeTraits, 5> kInternalTypes = {{
     {GgmlType::F8_E4M3_B128, "fp8_e4m3", 128, 132, true},
     {GgmlType::Q8_0_R16, "q8_0_r16", 32, 34, true},
     {GgmlType::Q4_K_R16, "q4_K_r16", 256, 144, true},
     {GgmlType::Q6_K_R16, "q6_K_r16", 256, 210, true},
+    {GgmlType::Q5_0_R16, "q5_0_r16", 32, 22, true},
 }};
 
 // The first known type that matches, GGUF types before internal ones.

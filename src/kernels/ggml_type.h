@@ -27,12 +27,13 @@ enum class GgmlType : uint32_t {
   // Internal: FP8 checkpoint weights served as they are. A block of 128 values is an f32
   // scale followed by 128 E4M3 codes (132 bytes); value = scale * e4m3(code).
   F8_E4M3_B128 = 1000,
-  // Internal: q8_0, q4_K and q6_K rows regrouped 16 at a time at load for the AVX-512
+  // Internal: q8_0, q4_K, q6_K and q5_0 rows regrouped 16 at a time at load for the AVX-512
   // kernels (see kernels/regrouped.h). Same sizes as the plain types; a matrix of them is
   // not an array of rows.
   Q8_0_R16 = 1001,
   Q4_K_R16 = 1002,
   Q6_K_R16 = 1003,
+  Q5_0_R16 = 1004,
 };
 
 struct GgmlTypeTraits {
@@ -57,6 +58,7 @@ inline GgmlType regrouped_type(GgmlType plain) {
     case GgmlType::Q8_0: return GgmlType::Q8_0_R16;
     case GgmlType::Q4_K: return GgmlType::Q4_K_R16;
     case GgmlType::Q6_K: return GgmlType::Q6_K_R16;
+    case GgmlType::Q5_0: return GgmlType::Q5_0_R16;
     default: return plain;
   }
 }
@@ -67,6 +69,7 @@ inline GgmlType plain_type(GgmlType t) {
     case GgmlType::Q8_0_R16: return GgmlType::Q8_0;
     case GgmlType::Q4_K_R16: return GgmlType::Q4_K;
     case GgmlType::Q6_K_R16: return GgmlType::Q6_K;
+    case GgmlType::Q5_0_R16: return GgmlType::Q5_0;
     default: return t;
   }
 }

@@ -51,7 +51,8 @@ mm::RowsFn rows_fn(MatmulPath path, GgmlType t) {
       case MatmulPath::Avx512:
         return t == GgmlType::Q8_0_R16   ? mm::avx512_rows_q8_0_r16()
                : t == GgmlType::Q4_K_R16 ? mm::avx512_rows_q4_K_r16()
-                                         : mm::avx512_rows_q6_K_r16();
+               : t == GgmlType::Q6_K_R16 ? mm::avx512_rows_q6_K_r16()
+                                         : mm::avx512_rows_q5_0_r16();
       case MatmulPath::Avx2: return ungrouped_rows<MatmulPath::Avx2>;
       case MatmulPath::Generic: return ungrouped_rows<MatmulPath::Generic>;
     }
@@ -74,6 +75,7 @@ size_t slot(GgmlType t) {
     case GgmlType::Q8_0_R16: return 33;
     case GgmlType::Q4_K_R16: return 34;
     case GgmlType::Q6_K_R16: return 35;
+    case GgmlType::Q5_0_R16: return 36;
     default: return size_t(t);
   }
 }
@@ -81,12 +83,13 @@ size_t slot(GgmlType t) {
 // The kernel per type on the best path, resolved once.
 const mm::RowsFn* best_table() {
   static const auto table = [] {
-    static mm::RowsFn fns[36] = {};
+    static mm::RowsFn fns[37] = {};
     for (uint32_t id = 0; id < 32; ++id) {
       const auto tr = ggml_type_traits(id);
       if (tr && tr->supported) fns[slot(tr->type)] = rows_fn(matmul_best_path(), tr->type);
     }
-    for (GgmlType t : {GgmlType::F8_E4M3_B128, GgmlType::Q8_0_R16, GgmlType::Q4_K_R16, GgmlType::Q6_K_R16}) {
+    for (GgmlType t : {GgmlType::F8_E4M3_B128, GgmlType::Q8_0_R16, GgmlType::Q4_K_R16, GgmlType::Q6_K_R16,
+                       GgmlType::Q5_0_R16}) {
       fns[slot(t)] = rows_fn(matmul_best_path(), t);
     }
     return fns;

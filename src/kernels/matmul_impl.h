@@ -18,6 +18,7 @@ inline ActFormat act_format(GgmlType w) {
     case GgmlType::Q8_0_R16:
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
+    case GgmlType::Q5_0_R16:
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return ActFormat::Q8x32;
     case GgmlType::Q4_K:
@@ -116,6 +117,7 @@ RowsFn avx512_rows(GgmlType t);
 RowsFn avx512_rows_q8_0_r16();
 RowsFn avx512_rows_q4_K_r16();
 RowsFn avx512_rows_q6_K_r16();
+RowsFn avx512_rows_q5_0_r16();
 RowsFn avx512_rows_kquant(GgmlType t);
 RowsFn avx512_rows_bf16();
 

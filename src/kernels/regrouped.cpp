@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "kernels/q4_k_r16.h"
+#include "kernels/q5_0_r16.h"
 #include "kernels/q6_k_r16.h"
 #include "kernels/q8_0_r16.h"
 
@@ -24,7 +25,8 @@ QMatrix regroup(const QMatrix& m, uint8_t* dst) {
   switch (m.type) {
     case GgmlType::Q8_0: return regroup_q8_0_r16(m, dst);
     case GgmlType::Q4_K: return regroup_q4_K_r16(m, dst);
-    default: return regroup_q6_K_r16(m, dst);
+    case GgmlType::Q6_K: return regroup_q6_K_r16(m, dst);
+    default: return regroup_q5_0_r16(m, dst);
   }
 }
 
@@ -39,6 +41,7 @@ void ungroup(const QMatrix& w, int64_t group, void* rows) {
     case GgmlType::Q8_0_R16: return ungroup_q8_0_r16(w, group, static_cast<BlockQ8_0*>(rows));
     case GgmlType::Q4_K_R16: return ungroup_q4_K_r16(w, group, static_cast<BlockQ4_K*>(rows));
     case GgmlType::Q6_K_R16: return ungroup_q6_K_r16(w, group, static_cast<BlockQ6_K*>(rows));
+    case GgmlType::Q5_0_R16: return ungroup_q5_0_r16(w, group, static_cast<BlockQ5_0*>(rows));
     default: fail("ungroup: {} is not a regrouped type", type_name(w.type));
   }
 }

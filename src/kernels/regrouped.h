@@ -1,8 +1,8 @@
 #pragma once
 // Weight layouts regrouped 16 rows at a time at load for the AVX-512 VNNI kernels, in
 // which each vpdpbusd advances 16 rows' dot products (the lanes are the rows): q8_0
-// becomes q8_0_r16 (kernels/q8_0_r16.h), q4_K q4_K_r16 (kernels/q4_k_r16.h) and q6_K
-// q6_K_r16 (kernels/q6_k_r16.h). A regrouped matrix has the size, row_stride and expert
+// becomes q8_0_r16 (kernels/q8_0_r16.h), q4_K q4_K_r16 (kernels/q4_k_r16.h), q6_K q6_K_r16
+// (kernels/q6_k_r16.h) and q5_0 q5_0_r16 (kernels/q5_0_r16.h). A regrouped matrix has the size, row_stride and expert
 // slice offsets of the one it came from; group g (rows 16 g .. 16 g + 15) starts at
 // row(16 g), and QMatrix::row(r) of any other r means nothing. dequantize_row refuses
 // these types: ungroup first.

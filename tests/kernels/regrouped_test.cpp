@@ -1,5 +1,5 @@
-// Weights regrouped 16 rows at a time (q8_0_r16, q4_K_r16, q6_K_r16): the regrouping is lossless,
-// and every path computes from them what it computes from the plain rows (the AVX-512
+// Weights regrouped 16 rows at a time (q8_0_r16, q4_K_r16, q6_K_r16, q5_0_r16): the
+// regrouping is lossless, and every path computes from them what it computes from the plain rows (the AVX-512
 // kernels within the activation-quantization bound of the reference, the others through
 // the plain type's kernels exactly), over row ranges that cut groups, token tiles and
 // their tails, with tokens that drive the integer sums to their extremes.
@@ -25,7 +25,7 @@ class Regrouped : public testing::TestWithParam<GgmlType> {
   GgmlType plain() const { return GetParam(); }
   int64_t block() const { return traits(plain()).block_size; }
   // The activations' quantization block: 32 values for q8_0, 256 for the k-quants.
-  int64_t act_block() const { return plain() == GgmlType::Q8_0 ? 32 : 256; }
+  int64_t act_block() const { return block() == 32 ? 32 : 256; }
 };
 
 std::vector<uint8_t> plain_rows(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
@@ -39,6 +39,14 @@ std::vector<uint8_t> plain_rows(GgmlType t, int64_t rows, int64_t cols, std::mt1
     // The extreme codes, which the +128 offset maps to 0 and 255.
     reinterpret_cast<BlockQ8_0*>(bytes.data())[0].qs[0] = -128;
     reinterpret_cast<BlockQ8_0*>(bytes.data())[0].qs[1] = 127;
+  } else if (t == GgmlType::Q5_0) {
+    // Row 1's first block at the largest codes, row 2's at the smallest.
+    BlockQ5_0& big = reinterpret_cast<BlockQ5_0*>(bytes.data() + rb)[0];
+    BlockQ5_0& low = reinterpret_cast<BlockQ5_0*>(bytes.data() + 2 * rb)[0];
+    std::memset(big.qs, 0xff, sizeof(big.qs));
+    std::memset(big.qh, 0xff, sizeof(big.qh));
+    std::memset(low.qs, 0, sizeof(low.qs));
+    std::memset(low.qh, 0, sizeof(low.qh));
   } else if (t == GgmlType::Q6_K) {
     // Row 1's first super-block at the largest codes and scales, row 2's at the smallest
     // codes and the most negative scales: the kernel's integer sums at their bounds.
@@ -121,7 +129,7 @@ TEST_P(Regrouped, RefusesWhatItCannotHold) {
 TEST_P(Regrouped, EveryPathMatchesThePlainReference) {
   std::mt19937 rng(3);
   const std::vector<int64_t> widths =
-      plain() == GgmlType::Q8_0 ? std::vector<int64_t>{32, 64, 544, 1088} : std::vector<int64_t>{256, 512, 2304};
+      block() == 32 ? std::vector<int64_t>{32, 64, 544, 1088} : std::vector<int64_t>{256, 512, 2304};
   for (int64_t cols : widths) {
     const int64_t rows = 48;
     const auto bytes = plain_rows(plain(), rows, cols, rng);
@@ -218,7 +226,7 @@ TEST_P(Regrouped, OtherPathsEqualTheirPlainKernel) {
 TEST_P(Regrouped, BatchesRangesAndThreadsGiveTheSameBits) {
   std::mt19937 rng(5);
   ThreadPool pool(3);
-  const int64_t rows = 64, cols = plain() == GgmlType::Q8_0 ? 1088 : 1280, nt = 19, ldy = rows + 5;
+  const int64_t rows = 64, cols = block() == 32 ? 1088 : 1280, nt = 19, ldy = rows + 5;
   const auto bytes = plain_rows(plain(), rows, cols, rng);
   std::vector<uint8_t> grouped(bytes.size());
   const QMatrix r = regroup(make_qmatrix(plain(), rows, cols, bytes.data()), grouped.data());
@@ -256,7 +264,7 @@ TEST_P(Regrouped, BatchesRangesAndThreadsGiveTheSameBits) {
   EXPECT_EQ(threaded, serial);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, Regrouped, testing::Values(GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K),
+INSTANTIATE_TEST_SUITE_P(Types, Regrouped, testing::Values(GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_0),
                          [](const testing::TestParamInfo<GgmlType>& info) {
                            return std::string(type_name(info.param));
                          });

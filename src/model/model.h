@@ -73,7 +73,7 @@ class Model {
   uint64_t active_params_per_token() const { return active_params_; }
   uint64_t total_weight_bytes() const { return total_bytes_; }
   // Bytes of weights moved at load into memory the model owns (huge pages), and of those
-  // the q8_0 and q4_K ones regrouped for the AVX-512 kernels (see model/weight_regroup.h).
+  // the ones regrouped for the AVX-512 kernels (see model/weight_regroup.h).
   uint64_t moved_weight_bytes() const { return moved_bytes_; }
   uint64_t regrouped_weight_bytes() const { return regrouped_bytes_; }
 
@@ -81,8 +81,8 @@ class Model {
   Model(std::unique_ptr<GgufFile> file, ModelConfig config)
       : file_(std::move(file)), config_(std::move(config)) {}
 
-  // Marks the matrices the forward pass multiplies with to be moved (and q8_0/q4_K regrouped)
-  // at load, the routed experts' too when routed_experts.
+  // Marks the matrices the forward pass multiplies with to be moved (and regrouped) at
+  // load, the routed experts' too when routed_experts.
   virtual void mark_for_regrouping(WeightRegrouper& r, bool routed_experts) = 0;
 
   std::unique_ptr<GgufFile> file_;

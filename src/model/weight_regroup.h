@@ -3,7 +3,7 @@
 // owns, in transparent huge pages where the kernel gives them: a decode step streams every
 // weight once, and on 4 KiB file pages it pays a TLB miss per page and hardware
 // prefetchers that stop at every page boundary (one-token decode of q4_K_M and bf16 models
-// 7-15% faster measured). On the way, q8_0 and q4_K matrices are regrouped (see
+// 7-15% faster measured). On the way, q8_0, q4_K, q6_K and q5_0 matrices are regrouped (see
 // kernels/regrouped.h) where regroup_here(): the layouts of the AVX-512 kernels that serve
 // 16 rows with each vpdpbusd (q8_0 prefill and batched decode about 2.5x faster than on the
 // plain rows). The file's pages the weights came from are let go, so the process holds

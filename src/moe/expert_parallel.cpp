@@ -93,7 +93,7 @@ uint64_t ExpertParallel::read_in_own_experts() {
          regrouping, comm_.size());
   }
   // The rank's experts move into one huge-page allocation, as the loader moves the rest of
-  // the model (q8_0 and q4_K regrouped on the way where the AVX-512 path runs).
+  // the model (regrouped on the way where the AVX-512 path runs).
   const bool move = weights_move_here();
   size_t arena_bytes = 0;
   for (int64_t l = 0; move && l < map_.layers(); ++l) {

@@ -50,8 +50,8 @@ class ExpertParallel {
   // Reads the weights of the experts this rank holds into memory, so the first steps do not
   // wait on the disk; the others' pages are never touched here. Where the loader moves the
   // weights into huge pages (weights_move_here), the rank's experts are copied into one such
-  // allocation, the q8_0 and q4_K ones regrouped where the loader regroups (regroup_here), as a
-  // single process would hold them: replicas sent between ranks are then regrouped too, and
+  // allocation, regrouped where the loader regroups (regroup_here), as a single process
+  // would hold them: replicas sent between ranks are then regrouped too, and
   // a token's result does not depend on the rank that computed it. Returns the bytes read.
   uint64_t read_in_own_experts();
   // Where to report re-placements (rank 0's are enough); none by default.

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/error.h"
+#include "kernels/regroup_columns.h"
 
 namespace moe {
 namespace {
@@ -38,18 +38,8 @@ void q4_K_r16_scale_min(const uint8_t* column, int j, int r, uint8_t* sc, uint8_
 }
 
 QMatrix regroup_q4_K_r16(const QMatrix& m, uint8_t* dst) {
-  if (m.type != GgmlType::Q4_K || m.rows <= 0 || m.rows % kR16Rows != 0) {
-    fail("regroup: a {} matrix of {} rows is not q4_K in groups of 16 rows", type_name(m.type), m.rows);
-  }
-  const int64_t nb = m.cols / 256;
-  const size_t rb = row_bytes(GgmlType::Q4_K, m.cols);
-  for (int64_t g = 0; g < m.rows / kR16Rows; ++g) {
-    uint8_t* group = dst + size_t(g) * kR16Rows * rb;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = group + size_t(b) * kQ4KR16BlockBytes;
-      std::memset(out, 0, kCodes);
-      for (int r = 0; r < kR16Rows; ++r) {
-        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(m.row(g * kR16Rows + r))[b];
+  return regroup_columns<BlockQ4_K>(
+      m, GgmlType::Q4_K, GgmlType::Q4_K_R16, dst, [](uint8_t* out, int r, const BlockQ4_K& blk) {
         std::memcpy(out + 2 * r, &blk.d, 2);
         std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
         for (int j = 0; j < 8; ++j) {
@@ -58,29 +48,21 @@ QMatrix regroup_q4_K_r16(const QMatrix& m, uint8_t* dst) {
           put(out, kLowScales, scale_vector(j), scale_index(j, r), 2 * scale_vector(j), sc);
           put(out, kLowMins, min_vector(j), min_index(j, r), 4 + 2 * min_vector(j), mn);
         }
-        for (int c = 0; c < 32; ++c) std::memcpy(out + kCodes + 64 * c + 4 * r, blk.qs + 4 * c, 4);
-      }
-    }
-  }
-  return QMatrix{GgmlType::Q4_K_R16, m.rows, m.cols, dst, rb};
+        for (int c = 0; c < 32; ++c) {
+          std::memcpy(out + kCodes + 64 * c + 4 * r, blk.qs + 4 * c, 4);
+        }
+      });
 }
 
 void ungroup_q4_K_r16(const QMatrix& w, int64_t group, BlockQ4_K* rows) {
-  if (w.type != GgmlType::Q4_K_R16) fail("ungroup: the matrix is {}, not q4_K_r16", type_name(w.type));
-  const int64_t nb = w.cols / 256;
-  const uint8_t* src = w.row(group * kR16Rows);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* in = src + size_t(b) * kQ4KR16BlockBytes;
-    for (int r = 0; r < kR16Rows; ++r) {
-      BlockQ4_K& blk = rows[r * nb + b];
-      std::memcpy(&blk.d, in + 2 * r, 2);
-      std::memcpy(&blk.dmin, in + 32 + 2 * r, 2);
-      uint8_t sc[8], mn[8];
-      for (int j = 0; j < 8; ++j) q4_K_r16_scale_min(in, j, r, &sc[j], &mn[j]);
-      pack_scale_min_k4(sc, mn, blk.scales);
-      for (int c = 0; c < 32; ++c) std::memcpy(blk.qs + 4 * c, in + kCodes + 64 * c + 4 * r, 4);
-    }
-  }
+  ungroup_columns(w, GgmlType::Q4_K_R16, group, rows, [](const uint8_t* in, int r, BlockQ4_K& blk) {
+    std::memcpy(&blk.d, in + 2 * r, 2);
+    std::memcpy(&blk.dmin, in + 32 + 2 * r, 2);
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) q4_K_r16_scale_min(in, j, r, &sc[j], &mn[j]);
+    pack_scale_min_k4(sc, mn, blk.scales);
+    for (int c = 0; c < 32; ++c) std::memcpy(blk.qs + 4 * c, in + kCodes + 64 * c + 4 * r, 4);
+  });
 }
 
 }  // namespace moe

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/error.h"
+#include "kernels/regroup_columns.h"
 
 namespace moe {
 namespace {
@@ -33,51 +33,32 @@ CodeBits r16_code_bits(int i, int r) {
 }  // namespace
 
 QMatrix regroup_q6_K_r16(const QMatrix& m, uint8_t* dst) {
-  if (m.type != GgmlType::Q6_K || m.rows <= 0 || m.rows % kR16Rows != 0) {
-    fail("regroup: a {} matrix of {} rows is not q6_K in groups of 16 rows", type_name(m.type), m.rows);
-  }
-  const int64_t nb = m.cols / 256;
-  const size_t rb = row_bytes(GgmlType::Q6_K, m.cols);
-  for (int64_t g = 0; g < m.rows / kR16Rows; ++g) {
-    uint8_t* group = dst + size_t(g) * kR16Rows * rb;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = group + size_t(b) * kQ6KR16BlockBytes;
-      std::memset(out, 0, kQ6KR16BlockBytes);
-      for (int r = 0; r < kR16Rows; ++r) {
-        const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(m.row(g * kR16Rows + r))[b];
+  return regroup_columns<BlockQ6_K>(
+      m, GgmlType::Q6_K, GgmlType::Q6_K_R16, dst, [](uint8_t* out, int r, const BlockQ6_K& blk) {
         std::memcpy(out + 2 * r, &blk.d, 2);
-        for (int s = 0; s < 16; ++s) out[kScales + 32 * (s / 2) + 2 * r + s % 2] = uint8_t(blk.scales[s]);
+        for (int s = 0; s < 16; ++s) {
+          out[kScales + 32 * (s / 2) + 2 * r + s % 2] = uint8_t(blk.scales[s]);
+        }
         for (int i = 0; i < 256; ++i) {
           const CodeBits from = q6_code_bits(i), to = r16_code_bits(i, r);
           const int q = ((blk.ql[from.ql] >> from.ql_shift) & 15) | (((blk.qh[from.qh] >> from.qh_shift) & 3) << 4);
           out[to.ql] |= uint8_t((q & 15) << to.ql_shift);
           out[to.qh] |= uint8_t((q >> 4) << to.qh_shift);
         }
-      }
-    }
-  }
-  return QMatrix{GgmlType::Q6_K_R16, m.rows, m.cols, dst, rb};
+      });
 }
 
 void ungroup_q6_K_r16(const QMatrix& w, int64_t group, BlockQ6_K* rows) {
-  if (w.type != GgmlType::Q6_K_R16) fail("ungroup: the matrix is {}, not q6_K_r16", type_name(w.type));
-  const int64_t nb = w.cols / 256;
-  const uint8_t* src = w.row(group * kR16Rows);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* in = src + size_t(b) * kQ6KR16BlockBytes;
-    for (int r = 0; r < kR16Rows; ++r) {
-      BlockQ6_K& blk = rows[r * nb + b];
-      std::memset(&blk, 0, sizeof(blk));
-      std::memcpy(&blk.d, in + 2 * r, 2);
-      for (int s = 0; s < 16; ++s) blk.scales[s] = int8_t(in[kScales + 32 * (s / 2) + 2 * r + s % 2]);
-      for (int i = 0; i < 256; ++i) {
-        const CodeBits from = r16_code_bits(i, r), to = q6_code_bits(i);
-        const int q = ((in[from.ql] >> from.ql_shift) & 15) | (((in[from.qh] >> from.qh_shift) & 3) << 4);
-        blk.ql[to.ql] |= uint8_t((q & 15) << to.ql_shift);
-        blk.qh[to.qh] |= uint8_t((q >> 4) << to.qh_shift);
-      }
+  ungroup_columns(w, GgmlType::Q6_K_R16, group, rows, [](const uint8_t* in, int r, BlockQ6_K& blk) {
+    std::memcpy(&blk.d, in + 2 * r, 2);
+    for (int s = 0; s < 16; ++s) blk.scales[s] = int8_t(in[kScales + 32 * (s / 2) + 2 * r + s % 2]);
+    for (int i = 0; i < 256; ++i) {
+      const CodeBits from = r16_code_bits(i, r), to = q6_code_bits(i);
+      const int q = ((in[from.ql] >> from.ql_shift) & 15) | (((in[from.qh] >> from.qh_shift) & 3) << 4);
+      blk.ql[to.ql] |= uint8_t((q & 15) << to.ql_shift);
+      blk.qh[to.qh] |= uint8_t((q >> 4) << to.qh_shift);
     }
-  }
+  });
 }
 
 }  // namespace moe

@@ -36,6 +36,10 @@ enum class GgmlType : uint32_t {
   Q5_0_R16 = 1004,
 };
 
+// The internal types' ids run from F8_E4M3_B128 to the last one above, without gaps.
+inline constexpr uint32_t kFirstInternalType = uint32_t(GgmlType::F8_E4M3_B128);
+inline constexpr uint32_t kInternalTypeCount = uint32_t(GgmlType::Q5_0_R16) - kFirstInternalType + 1;
+
 struct GgmlTypeTraits {
   GgmlType type;
   std::string_view name;   // as llama.cpp prints it: "q4_K", "bf16", ...

@@ -48,11 +48,7 @@ void ungrouped_rows(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy
 mm::RowsFn rows_fn(MatmulPath path, GgmlType t) {
   if (is_regrouped(t)) {
     switch (path) {
-      case MatmulPath::Avx512:
-        return t == GgmlType::Q8_0_R16   ? mm::avx512_rows_q8_0_r16()
-               : t == GgmlType::Q4_K_R16 ? mm::avx512_rows_q4_K_r16()
-               : t == GgmlType::Q6_K_R16 ? mm::avx512_rows_q6_K_r16()
-                                         : mm::avx512_rows_q5_0_r16();
+      case MatmulPath::Avx512: return mm::avx512_rows_regrouped(t);
       case MatmulPath::Avx2: return ungrouped_rows<MatmulPath::Avx2>;
       case MatmulPath::Generic: return ungrouped_rows<MatmulPath::Generic>;
     }
@@ -69,28 +65,22 @@ mm::RowsFn rows_fn(MatmulPath path, GgmlType t) {
 
 // Where a type's kernel sits in the table: GGUF ids are all below 32, and the internal
 // types (ids far above) take the slots after them. Only supported types get here.
+constexpr size_t kGgufSlots = 32;
 size_t slot(GgmlType t) {
-  switch (t) {
-    case GgmlType::F8_E4M3_B128: return 32;
-    case GgmlType::Q8_0_R16: return 33;
-    case GgmlType::Q4_K_R16: return 34;
-    case GgmlType::Q6_K_R16: return 35;
-    case GgmlType::Q5_0_R16: return 36;
-    default: return size_t(t);
-  }
+  const uint32_t id = uint32_t(t);
+  return id < kFirstInternalType ? size_t(id) : kGgufSlots + (id - kFirstInternalType);
 }
 
 // The kernel per type on the best path, resolved once.
 const mm::RowsFn* best_table() {
   static const auto table = [] {
-    static mm::RowsFn fns[37] = {};
-    for (uint32_t id = 0; id < 32; ++id) {
+    static mm::RowsFn fns[kGgufSlots + kInternalTypeCount] = {};
+    for (uint32_t id = 0; id < kGgufSlots; ++id) {
       const auto tr = ggml_type_traits(id);
       if (tr && tr->supported) fns[slot(tr->type)] = rows_fn(matmul_best_path(), tr->type);
     }
-    for (GgmlType t : {GgmlType::F8_E4M3_B128, GgmlType::Q8_0_R16, GgmlType::Q4_K_R16, GgmlType::Q6_K_R16,
-                       GgmlType::Q5_0_R16}) {
-      fns[slot(t)] = rows_fn(matmul_best_path(), t);
+    for (uint32_t id = kFirstInternalType; id < kFirstInternalType + kInternalTypeCount; ++id) {
+      fns[slot(GgmlType(id))] = rows_fn(matmul_best_path(), GgmlType(id));
     }
     return fns;
   }();

@@ -8,6 +8,8 @@
 #define MOE_AVX512 __attribute__((target(MOE_AVX512_TARGET)))
 #define MOE_AVX512_INLINE __attribute__((target(MOE_AVX512_TARGET), always_inline)) inline
 
+MOE_AVX512_INLINE __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
 // acc += w (unsigned bytes) . the four signed codes at p broadcast to every lane: the
 // broadcast folded into vpdpbusd as a {1to16} memory operand, which GCC 12 does not emit
 // from the intrinsics (one instruction instead of two for each four codes of a token).

@@ -29,7 +29,6 @@ namespace moe::mm {
 namespace {
 
 MOE_AVX512_INLINE __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-MOE_AVX512_INLINE __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
 // The 256-bit vector in both halves of a 512-bit one.
 MOE_AVX512_INLINE __m512i both_halves(__m256i v) { return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1); }

@@ -36,7 +36,6 @@ namespace {
 // columns ahead measured best of 1-12.
 constexpr int64_t kPrefetchAhead = 3 * int64_t(kQ4KR16BlockBytes);
 
-MOE_AVX512_INLINE __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
 // The four 32-bit lanes j%4 of a byte vector holding sub-blocks j (16 bytes each: the
 // rows), widened to int32 lanes, one per row.

@@ -26,7 +26,6 @@ namespace {
 // matmul_avx512_q4k_r16.cpp) the first tile over a group asks for the weights ahead.
 constexpr int64_t kPrefetchAhead = 8 * int64_t(kQ5_0R16BlockBytes);
 
-MOE_AVX512_INLINE __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
 template <int T>
 MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const Q8x32View* a, float* y, int64_t ldy, __mmask16 keep,

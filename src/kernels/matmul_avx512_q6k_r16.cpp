@@ -32,7 +32,6 @@ namespace {
 // column at one token, so the first tile over a group asks for the weights ahead.
 constexpr int64_t kPrefetchAhead = 2 * int64_t(kQ6KR16BlockBytes);
 
-MOE_AVX512_INLINE __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
 // acc += pairs of int16 w . the two int16 at p broadcast to every lane.
 MOE_AVX512_INLINE __m512i dpwssd_bcast2(__m512i acc, __m512i w, const int16_t* p) {

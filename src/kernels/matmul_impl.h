@@ -118,6 +118,15 @@ RowsFn avx512_rows_q8_0_r16();
 RowsFn avx512_rows_q4_K_r16();
 RowsFn avx512_rows_q6_K_r16();
 RowsFn avx512_rows_q5_0_r16();
+// The kernel of a regrouped type (kernels/regrouped.h).
+inline RowsFn avx512_rows_regrouped(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0_R16: return avx512_rows_q8_0_r16();
+    case GgmlType::Q4_K_R16: return avx512_rows_q4_K_r16();
+    case GgmlType::Q6_K_R16: return avx512_rows_q6_K_r16();
+    default: return avx512_rows_q5_0_r16();
+  }
+}
 RowsFn avx512_rows_kquant(GgmlType t);
 RowsFn avx512_rows_bf16();
 

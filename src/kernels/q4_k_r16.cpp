@@ -30,12 +30,13 @@ uint8_t get(const uint8_t* column, size_t low_at, int vec, int idx, int high_shi
                  (((column[kHighBits + size_t(idx)] >> high_shift) & 3) << 4));
 }
 
-}  // namespace
-
+// Scale and min of sub-block j (0..7) of row r (0..15) from a column.
 void q4_K_r16_scale_min(const uint8_t* column, int j, int r, uint8_t* sc, uint8_t* m) {
   *sc = get(column, kLowScales, scale_vector(j), scale_index(j, r), 2 * scale_vector(j));
   *m = get(column, kLowMins, min_vector(j), min_index(j, r), 4 + 2 * min_vector(j));
 }
+
+}  // namespace
 
 QMatrix regroup_q4_K_r16(const QMatrix& m, uint8_t* dst) {
   return regroup_columns<BlockQ4_K>(

@@ -31,10 +31,6 @@ namespace moe {
 
 inline constexpr size_t kQ4KR16BlockBytes = 16 * sizeof(BlockQ4_K);  // one super-block column of a group
 
-// Scale and min of sub-block j (0..7) of row r (0..15), from the [64, 256) bytes of a
-// q4_K_r16 super-block column.
-void q4_K_r16_scale_min(const uint8_t* column, int j, int r, uint8_t* sc, uint8_t* m);
-
 // Writes m (q4_K, rows a multiple of 16) regrouped to dst and returns the q4_K_r16
 // matrix.
 QMatrix regroup_q4_K_r16(const QMatrix& m, uint8_t* dst);

@@ -23,9 +23,8 @@ namespace {
 class Regrouped : public testing::TestWithParam<GgmlType> {
  protected:
   GgmlType plain() const { return GetParam(); }
+  // Also the activations' quantization block: 32 values, or 256 for the k-quants.
   int64_t block() const { return traits(plain()).block_size; }
-  // The activations' quantization block: 32 values for q8_0, 256 for the k-quants.
-  int64_t act_block() const { return block() == 32 ? 32 : 256; }
 };
 
 std::vector<uint8_t> plain_rows(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
@@ -153,9 +152,9 @@ TEST_P(Regrouped, EveryPathMatchesThePlainReference) {
           const float* xt = x.data() + t * cols;
           for (int64_t row = 0; row < rows; ++row) {
             double bound = 0, mag = 0;
-            for (int64_t b = 0; b < cols / act_block(); ++b) {
+            for (int64_t b = 0; b < cols / block(); ++b) {
               double amax = 0, wsum = 0;
-              for (int64_t i = b * act_block(); i < (b + 1) * act_block(); ++i) {
+              for (int64_t i = b * block(); i < (b + 1) * block(); ++i) {
                 amax = std::max(amax, double(std::fabs(xt[i])));
                 wsum += std::fabs(double(deq[size_t(row * cols + i)]));
                 mag += std::fabs(double(deq[size_t(row * cols + i)]) * xt[i]);
@@ -176,7 +175,7 @@ TEST_P(Regrouped, EveryPathMatchesThePlainReference) {
 TEST_P(Regrouped, Avx512KernelAgreesWithThePlainOneToRounding) {
   if (!matmul_path_available(MatmulPath::Avx512)) GTEST_SKIP() << "no AVX-512 path on this CPU";
   std::mt19937 rng(6);
-  for (int64_t cols : {act_block() * 8, int64_t(2048)}) {
+  for (int64_t cols : {block() * 8, int64_t(2048)}) {
     const int64_t rows = 64, nt = 13;
     const auto bytes = plain_rows(plain(), rows, cols, rng);
     const QMatrix q = make_qmatrix(plain(), rows, cols, bytes.data());
@@ -203,7 +202,7 @@ TEST_P(Regrouped, Avx512KernelAgreesWithThePlainOneToRounding) {
 // ungrouped rows: the same bits as on the plain matrix.
 TEST_P(Regrouped, OtherPathsEqualTheirPlainKernel) {
   std::mt19937 rng(4);
-  const int64_t rows = 32, cols = 2 * act_block() * 8, nt = 5;
+  const int64_t rows = 32, cols = 2 * block() * 8, nt = 5;
   const auto bytes = plain_rows(plain(), rows, cols, rng);
   const QMatrix q = make_qmatrix(plain(), rows, cols, bytes.data());
   std::vector<uint8_t> grouped(bytes.size());

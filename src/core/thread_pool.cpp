@@ -69,16 +69,13 @@ void ThreadPool::share_out(int64_t n_chunks) {
   }
 }
 
-bool ThreadPool::take_run(int self, int64_t& begin, int64_t& end) {
+int64_t ThreadPool::take_chunk(int self) {
   std::atomic<uint64_t>& own = shares_[size_t(self)].range;
   for (;;) {
     uint64_t r = own.load(std::memory_order_acquire);
     while (front_of(r) < back_of(r)) {
-      const uint64_t run = std::clamp<uint64_t>((back_of(r) - front_of(r)) / 4, 1, kMaxRunChunks);
-      if (own.compare_exchange_weak(r, pack_range(front_of(r) + run, back_of(r)), std::memory_order_acq_rel)) {
-        begin = int64_t(front_of(r));
-        end = begin + int64_t(run);
-        return true;
+      if (own.compare_exchange_weak(r, pack_range(front_of(r) + 1, back_of(r)), std::memory_order_acq_rel)) {
+        return int64_t(front_of(r));
       }
     }
     // Own share done: move the back half of the largest share left into it.
@@ -91,7 +88,7 @@ bool ThreadPool::take_run(int self, int64_t& begin, int64_t& end) {
         victim = i;
       }
     }
-    if (victim < 0) return false;
+    if (victim < 0) return -1;
     std::atomic<uint64_t>& theirs = shares_[size_t(victim)].range;
     uint64_t v = theirs.load(std::memory_order_acquire);
     while (front_of(v) < back_of(v)) {

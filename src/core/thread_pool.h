@@ -51,14 +51,12 @@ class ThreadPool {
   }
 
   // Splits [0, n) into chunks of `grain` items (the last may be shorter) and calls
-  // fn(begin, end) on runs of consecutive chunks, in no particular order: fn must not wait
-  // on another run. Each thread starts on its own contiguous share of the chunks and takes
-  // them in order, so it streams one long run of memory (jumping between scattered chunks
-  // costs the hardware prefetchers their stream each time: 5-30% of a weight-streaming GEMV
-  // on two cores); a thread whose share is done takes the back half of the largest share
-  // left, so a thread that never arrives or stalls holds nobody back. A run is a quarter of
-  // what is left of the share, at most kMaxRunChunks chunks, so a share ends in runs of one
-  // chunk and the threads finish within about one chunk of each other.
+  // fn(begin, end) once per chunk, in no particular order: fn must not wait on another
+  // chunk. Each thread starts on its own contiguous share of the chunks and takes them in
+  // order, so it streams one long run of memory (jumping between scattered chunks costs
+  // the hardware prefetchers their stream each time: 5-30% of a weight-streaming GEMV on
+  // two cores); a thread whose share is done takes the back half of the largest share
+  // left, so a thread that never arrives or stalls holds nobody back.
   template <typename Fn>
   void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     if (n <= 0) return;
@@ -69,15 +67,11 @@ class ThreadPool {
     }
     share_out((n + grain - 1) / grain);
     auto body = [&](int self) {
-      for (int64_t b, e; take_run(self, b, e);) fn(b * grain, e * grain < n ? e * grain : n);
+      for (int64_t c; (c = take_chunk(self)) >= 0;) fn(c * grain, c * grain + grain < n ? c * grain + grain : n);
     };
     using F = decltype(body);
     dispatch([](void* ctx, int i, int) { (*static_cast<F*>(ctx))(i); }, &body, false);
   }
-
-  // The longest run parallel_for hands out, in chunks: long enough that the calls cost
-  // nothing beside the work, short enough that a run of a prefill's weight rows stays in L2.
-  static constexpr int64_t kMaxRunChunks = 8;
 
   static int default_threads();
 
@@ -107,8 +101,7 @@ class ThreadPool {
   // word (front in the low half), so an owner taking from the front and a thief taking
   // from the back agree through one compare-and-swap.
   void share_out(int64_t n_chunks);
-  // The next run [begin, end) of chunks for thread self; false when none is left.
-  bool take_run(int self, int64_t& begin, int64_t& end);
+  int64_t take_chunk(int self);  // the next chunk for thread self, -1 when none is left
   struct alignas(64) Share {
     std::atomic<uint64_t> range{0};
   };

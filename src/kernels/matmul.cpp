@@ -6,7 +6,6 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
-#include "core/row_chunks.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/regrouped.h"
@@ -166,9 +165,11 @@ void matmul_packed(const QMatrix& w, const PackedActs& x, float* y, int64_t ldy,
   check_operands(w, x, 0, w.rows);
   if (w.rows == 0 || x.n_tokens() == 0) return;
   const mm::RowsFn fn = best_table()[slot(w.type)];
-  // Chunks of 16 rows fill every register tile; parallel_for hands each thread runs of
-  // them, streamed contiguously, and ends its share in single chunks.
-  pool.parallel_for(w.rows, RowChunks::kChunkRows, [&](int64_t b, int64_t e) { fn(w, x, y, ldy, b, e); });
+  // About eight chunks per thread balance uneven progress; a chunk is a multiple of 16
+  // rows so every register tile is full and each thread streams long runs of rows.
+  const int64_t per = w.rows / (int64_t(pool.size()) * 8);
+  const int64_t grain = std::clamp<int64_t>(mm::round_up(per, 16), 16, 512);
+  pool.parallel_for(w.rows, grain, [&](int64_t b, int64_t e) { fn(w, x, y, ldy, b, e); });
 }
 
 void matmul(const QMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

@@ -7,6 +7,20 @@
 namespace moe {
 namespace {
 
+struct Chunk {
+  int32_t proj;
+  int64_t row_begin;
+  int64_t row_end;
+};
+
+// Enough chunks to keep every thread busy, each a run of rows streamed contiguously.
+int64_t chunk_rows(const std::vector<Projection>& ps, int n_threads) {
+  int64_t total = 0;
+  for (const auto& p : ps) total += p.w.rows;
+  const int64_t target = std::max<int64_t>(16, total / (int64_t(n_threads) * 8));
+  return (target + 15) / 16 * 16;
+}
+
 // Below this many input floats in all (a few microseconds of conversion), converting them on
 // the calling thread costs less than a pool dispatch: a one-token decode step's projections.
 constexpr int64_t kInlinePackFloats = 1 << 13;
@@ -46,13 +60,19 @@ void Projector::run(const std::vector<Projection>& ps, int64_t n_tokens, ThreadP
       source_[i] = int32_t(i);
     }
   }
-  chunks_.clear();
-  for (const Projection& p : ps) chunks_.add(p.w.rows);
-  pool.parallel_for(chunks_.size(), 1, [&](int64_t b, int64_t e) {
-    chunks_.for_rows(b, e, [&](size_t i, int64_t r0, int64_t r1) {
-      const Projection& p = ps[i];
-      matmul_rows(p.w, packed_[size_t(source_[i])], p.y, p.ldy, r0, r1);
-    });
+  const int64_t step = chunk_rows(ps, pool.size());
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    for (int64_t r = 0; r < ps[i].w.rows; r += step) {
+      chunks.push_back({int32_t(i), r, std::min(r + step, ps[i].w.rows)});
+    }
+  }
+  pool.parallel_for(int64_t(chunks.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const Chunk& c = chunks[size_t(i)];
+      const Projection& p = ps[size_t(c.proj)];
+      matmul_rows(p.w, packed_[size_t(source_[size_t(c.proj)])], p.y, p.ldy, c.row_begin, c.row_end);
+    }
   });
 }
 

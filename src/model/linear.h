@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/row_chunks.h"
 #include "kernels/matmul.h"
 
 namespace moe {
@@ -32,7 +31,6 @@ class Projector {
   std::vector<PackedActs> packed_;
   std::vector<int32_t> source_;  // the projection whose conversion of the input each one uses
   std::vector<Projection> one_;
-  RowChunks chunks_;  // the rows of every projection
 };
 
 }  // namespace moe

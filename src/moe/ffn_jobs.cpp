@@ -7,6 +7,18 @@
 #include "kernels/ops.h"
 
 namespace moe {
+namespace {
+
+// Rows of one weight matrix handled by one work item, for a matrix kind with `total` rows
+// over all jobs: about eight items per thread, so that the items left when a thread runs
+// out of work are short and the threads finish the phase together.
+int64_t rows_per_item(int64_t total, int threads) {
+  const int64_t per = (total + 8 * threads - 1) / (8 * threads);
+  return std::max<int64_t>(32, (per + 15) / 16 * 16);
+}
+
+}  // namespace
+
 void FfnRunner::reset(int64_t n_tokens, int64_t n_embd, int64_t n_extra_inputs) {
   n_tokens_ = n_tokens;
   n_inputs_ = n_tokens + n_extra_inputs;
@@ -59,11 +71,12 @@ const float* FfnRunner::result(RowRef r) const {
 }
 
 void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
-  int64_t rows = 0, max_ff = 0;
+  int64_t rows = 0, max_ff = 0, ff_rows = 0;
   for (size_t j = 0; j < n_jobs_; ++j) {
     jobs_[j].scratch_row = rows;
     rows += int64_t(jobs_[j].tokens.size());
     max_ff = std::max(max_ff, jobs_[j].w.gate.rows);
+    ff_rows += jobs_[j].w.gate.rows;
   }
   if (gathered_.size() < size_t(rows * n_embd_)) gathered_.resize(size_t(rows * n_embd_));
   if (down_.size() < size_t(rows * n_embd_)) down_.resize(size_t(rows * n_embd_));
@@ -77,23 +90,27 @@ void FfnRunner::compute(const float* x, int64_t ldx, ThreadPool& pool) {
   // Two phases, each a parallel_for over row chunks of every job in job order, so that a
   // thread streams a contiguous share of the matrices: the gate and up rows (with
   // silu(gate) * up on them), then the down rows. The first thread to reach a job in a
-  // phase converts what the job's rows read: its gathered tokens, then its hidden rows.
-  // (One phase whose down rows waited on the gate/up rows of their job, taken in turn
+  // phase converts what the job's items read: its gathered tokens, then its hidden rows.
+  // (One phase whose down items waited on the gate/up items of their job, taken in turn
   // from one pile, measured 1-3% slower at one token on two cores: the wait at the
   // boundary costs about what the second dispatch does.)
-  ff_chunks_.clear();
-  down_chunks_.clear();
+  const int64_t ff_chunk = rows_per_item(ff_rows, pool.size());
+  const int64_t embd_chunk = rows_per_item(int64_t(n_jobs_) * n_embd_, pool.size());
+  ff_items_.clear();
+  down_items_.clear();
   for (size_t j = 0; j < n_jobs_; ++j) {
-    ff_chunks_.add(jobs_[j].w.gate.rows);
-    down_chunks_.add(n_embd_);
+    for (int64_t r = 0; r < jobs_[j].w.gate.rows; r += ff_chunk) {
+      ff_items_.push_back({int32_t(j), r, std::min(r + ff_chunk, jobs_[j].w.gate.rows)});
+    }
+    for (int64_t r = 0; r < n_embd_; r += embd_chunk) down_items_.push_back({int32_t(j), r, std::min(r + embd_chunk, n_embd_)});
     states_[j].input.store(kNotStarted, std::memory_order_relaxed);
     states_[j].hidden.store(kNotStarted, std::memory_order_relaxed);
   }
-  pool.parallel_for(ff_chunks_.size(), 1, [&](int64_t b, int64_t e) {
-    ff_chunks_.for_rows(b, e, [&](size_t j, int64_t r0, int64_t r1) { run_gate_up(jobs_[j], states_[j], x, ldx, max_ff, r0, r1); });
+  pool.parallel_for(int64_t(ff_items_.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) run_ff_item(ff_items_[size_t(i)], x, ldx, max_ff);
   });
-  pool.parallel_for(down_chunks_.size(), 1, [&](int64_t b, int64_t e) {
-    down_chunks_.for_rows(b, e, [&](size_t j, int64_t r0, int64_t r1) { run_down(jobs_[j], states_[j], max_ff, r0, r1); });
+  pool.parallel_for(int64_t(down_items_.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) run_down_item(down_items_[size_t(i)], max_ff);
   });
 }
 
@@ -108,26 +125,27 @@ void FfnRunner::once(std::atomic<int>& state, Fn&& convert) {
   }
 }
 
-void FfnRunner::run_gate_up(Job& job, JobState& state, const float* x, int64_t ldx, int64_t max_ff, int64_t r0,
-                            int64_t r1) {
-  once(state.input, [&] { prepare_input(job, x, ldx); });
+void FfnRunner::run_ff_item(const WorkItem& it, const float* x, int64_t ldx, int64_t max_ff) {
+  Job& job = jobs_[size_t(it.job)];
+  once(states_[size_t(it.job)].input, [&] { prepare_input(job, x, ldx); });
   float* gate = hidden_.data() + job.scratch_row * max_ff;
   float* up = up_.data() + job.scratch_row * max_ff;
-  matmul_rows(job.w.gate, job.in, gate, max_ff, r0, r1);
+  matmul_rows(job.w.gate, job.in, gate, max_ff, it.row_begin, it.row_end);
   const PackedActs& up_in = job.w.up.type == job.w.gate.type ? job.in : job.mid;
-  matmul_rows(job.w.up, up_in, up, max_ff, r0, r1);
+  matmul_rows(job.w.up, up_in, up, max_ff, it.row_begin, it.row_end);
   for (size_t t = 0; t < job.tokens.size(); ++t) {
-    float* g = gate + int64_t(t) * max_ff + r0;
-    swiglu(g, up + int64_t(t) * max_ff + r0, g, r1 - r0);
+    float* g = gate + int64_t(t) * max_ff + it.row_begin;
+    swiglu(g, up + int64_t(t) * max_ff + it.row_begin, g, it.row_end - it.row_begin);
   }
 }
 
-void FfnRunner::run_down(Job& job, JobState& state, int64_t max_ff, int64_t r0, int64_t r1) {
-  once(state.hidden, [&] {
+void FfnRunner::run_down_item(const WorkItem& it, int64_t max_ff) {
+  Job& job = jobs_[size_t(it.job)];
+  once(states_[size_t(it.job)].hidden, [&] {
     job.mid.pack(job.w.down.type, hidden_.data() + job.scratch_row * max_ff, int64_t(job.tokens.size()),
                  job.w.gate.rows, max_ff);
   });
-  matmul_rows(job.w.down, job.mid, down_.data() + job.scratch_row * n_embd_, n_embd_, r0, r1);
+  matmul_rows(job.w.down, job.mid, down_.data() + job.scratch_row * n_embd_, n_embd_, it.row_begin, it.row_end);
 }
 
 void FfnRunner::prepare_input(Job& job, const float* x, int64_t ldx) {

@@ -14,7 +14,6 @@
 #include <memory>
 #include <vector>
 
-#include "core/row_chunks.h"
 #include "kernels/matmul.h"
 
 namespace moe {
@@ -80,11 +79,15 @@ class FfnRunner {
   // Runs convert() on the first thread to arrive; the others wait until it is done.
   template <typename Fn>
   static void once(std::atomic<int>& state, Fn&& convert);
+  struct WorkItem {
+    int32_t job;
+    int64_t row_begin;
+    int64_t row_end;
+  };
   int find_or_add_job(const FfnWeights& w);
   void prepare_input(Job& job, const float* x, int64_t ldx);
-  // Gate and up rows [r0, r1) of a job, with silu(gate) * up on them; then down rows.
-  void run_gate_up(Job& job, JobState& state, const float* x, int64_t ldx, int64_t max_ff, int64_t r0, int64_t r1);
-  void run_down(Job& job, JobState& state, int64_t max_ff, int64_t r0, int64_t r1);
+  void run_ff_item(const WorkItem& it, const float* x, int64_t ldx, int64_t max_ff);
+  void run_down_item(const WorkItem& it, int64_t max_ff);
   RowRef add_input(const FfnWeights& w, int32_t input);
 
   int64_t n_tokens_ = 0;
@@ -99,8 +102,8 @@ class FfnRunner {
   std::vector<float> down_;      // [rows, n_embd]
   std::unique_ptr<JobState[]> states_;
   size_t n_states_ = 0;
-  RowChunks ff_chunks_;    // gate/up rows of every job, in job order
-  RowChunks down_chunks_;  // down rows of every job, in job order
+  std::vector<WorkItem> ff_items_;    // gate/up rows of every job, in job order
+  std::vector<WorkItem> down_items_;  // down rows of every job, in job order
 };
 
 }  // namespace moe

@@ -38,6 +38,7 @@ namespace {
 
 using attn::AttnKernels;
 using attn::kChunk;
+using attn::kLaneRows;
 using attn::kMaxTileRows;
 constexpr int64_t kSegment = 1024;
 static_assert(kSegment % kChunk == 0);
@@ -386,6 +387,16 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
     }
   }
   std::fill(acc, acc + n_heads * n * sh.dv, 0.0f);
+  // Many query heads per kv head: their scores with the rows in the vector lanes, on the
+  // queries transposed once per segment. Chosen by the model's shape, never by how many
+  // rows a call has, so a row's arithmetic is the same in prefill, decode and any batch.
+  const bool lanes = c.kern.scores_lanes != nullptr && c.group >= attn::kLanesMinGroup;
+  const int64_t lane_stride = (n + kLaneRows - 1) / kLaneRows * kLaneRows * sh.dk;  // floats per head
+  thread_local std::vector<float> qt;
+  if (lanes) {
+    qt.resize(size_t(n_heads * lane_stride));
+    for (int h = 0; h < n_heads; ++h) c.kern.transpose_queries(n, qr + h * n, sh.dk, qt.data() + h * lane_stride);
+  }
   float s[kMaxTileRows * kChunk];
   const float* base[kChunk];
   const float* kp[kChunk];
@@ -422,7 +433,13 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
         vp[j] = base[j] + v_off;
       }
       const int r0 = h * n + active, rows = n - active;
-      c.kern.scores(rows, np, qr + r0, kp, sh.dk, sh.scale, s + r0 * kChunk);
+      if (lanes) {
+        const int g0 = active / kLaneRows * kLaneRows;  // the lane group holding the first active row
+        c.kern.scores_lanes(n - g0, np, qt.data() + h * lane_stride + g0 * sh.dk, kp, sh.dk, sh.scale,
+                            s + (h * n + g0) * kChunk);
+      } else {
+        c.kern.scores(rows, np, qr + r0, kp, sh.dk, sh.scale, s + r0 * kChunk);
+      }
       c.kern.softmax(rows, np, limit + r0, p0, s + r0 * kChunk, m + r0, l + r0, alpha + r0);
       c.kern.accumulate(rows, np, s + r0 * kChunk, alpha + r0, vp, sh.dv, acc + r0 * sh.dv);
     }

@@ -1,5 +1,6 @@
 // AVX-512 attention inner loops: the AVX2 ones (attention.cpp) with 16-float vectors and,
-// with 32 registers, twice the accumulators per register block. The softmax step is
+// with 32 registers, twice the accumulators per register block; and, for kv heads shared
+// by 16 or more query heads (MLA), scores with the rows in the lanes. The softmax step is
 // AVX2's. As there, a row's arithmetic does not depend on which rows share its block, so
 // results are the same whatever the tile or the batch.
 #include <algorithm>
@@ -132,8 +133,63 @@ MOE_AVX512 void accumulate(int rows, int np, const float* s, const float* alpha,
   }
 }
 
+MOE_AVX512 void transpose_queries(int rows, const float* const* q, int64_t dk, float* qt) {
+  for (int g0 = 0; g0 < rows; g0 += kLaneRows) {
+    const int rg = std::min(kLaneRows, rows - g0);
+    alignas(64) int32_t offset[kLaneRows];
+    for (int i = 0; i < kLaneRows; ++i) offset[i] = int32_t(q[g0 + std::min(i, rg - 1)] - q[g0]);
+    const __m512i idx = _mm512_load_si512(offset);
+    const __mmask16 m = tail16(rg);
+    float* dst = qt + int64_t(g0) * dk;
+    for (int64_t d = 0; d < dk; ++d) {
+      _mm512_storeu_ps(dst + d * kLaneRows, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, q[g0] + d, 4));
+    }
+  }
+}
+
+// acc + a * (*p broadcast): the broadcast folded into the FMA's memory operand ({1to16}),
+// which GCC 12 does not emit from the intrinsics.
+MOE_AVX512_INLINE __m512 fmadd_bcast(__m512 acc, __m512 a, const float* p) {
+  asm("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*p));
+  return acc;
+}
+
+// One group's rows (in the lanes) against 16 keys: 16 accumulators, each key element loaded
+// once as a broadcast, each transposed query load reused 16 times. The first nj scores of
+// each row are stored.
+MOE_AVX512_INLINE void lanes_tile(int rg, int nj, const float* qg, const float* const* k, int64_t dk, float scale,
+                                  float* s) {
+  __m512 acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < dk; ++d) {
+    const __m512 qv = _mm512_loadu_ps(qg + d * kLaneRows);
+    for (int j = 0; j < 16; ++j) acc[j] = fmadd_bcast(acc[j], qv, k[j] + d);
+  }
+  alignas(64) float t[16][kLaneRows];
+  for (int j = 0; j < 16; ++j) _mm512_store_ps(t[j], _mm512_mul_ps(acc[j], _mm512_set1_ps(scale)));
+  for (int r = 0; r < rg; ++r)
+    for (int j = 0; j < nj; ++j) s[r * kChunk + j] = t[j][r];
+}
+
+MOE_AVX512 void scores_lanes(int rows, int np, const float* qt, const float* const* k, int64_t dk, float scale,
+                             float* s) {
+  // A chunk's last keys are padded to 16 with repeats of its last one (computed, not
+  // stored) rather than run in narrower tiles: 16 independent sums keep the FMA units
+  // busy, where one or four would each wait on a chain of dk dependent FMAs.
+  const float* kp[kChunk + 16];
+  for (int j = 0; j < np + 16; ++j) kp[j] = k[std::min(j, np - 1)];
+  for (int g0 = 0; g0 < rows; g0 += kLaneRows) {
+    const int rg = std::min(kLaneRows, rows - g0);
+    for (int j = 0; j < np; j += 16) {
+      lanes_tile(rg, std::min(16, np - j), qt + int64_t(g0) * dk, kp + j, dk, scale, s + g0 * kChunk + j);
+    }
+  }
+}
+
 }  // namespace
 
-AttnKernels avx512_kernels() { return AttnKernels{scores, softmax_avx2, accumulate, "avx512"}; }
+AttnKernels avx512_kernels() {
+  return AttnKernels{scores, softmax_avx2, accumulate, "avx512", transpose_queries, scores_lanes};
+}
 
 }  // namespace moe::attn

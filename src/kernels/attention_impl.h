@@ -8,6 +8,10 @@ namespace moe::attn {
 
 inline constexpr int kMaxTileRows = 64;  // query rows per tile
 inline constexpr int kChunk = 32;        // positions per online-softmax step
+inline constexpr int kLaneRows = 16;     // query rows per vector in scores_lanes
+// Query heads per kv head from which a backend's scores_lanes serves the scores: with
+// fewer, a decode step's rows would leave lanes empty.
+inline constexpr int kLanesMinGroup = 16;
 
 // The three inner loops, per backend. Scores are laid out s[row * kChunk + position].
 struct AttnKernels {
@@ -24,6 +28,15 @@ struct AttnKernels {
   void (*accumulate)(int rows, int np, const float* s, const float* alpha, const float* const* v,
                      int64_t dv, float* acc);
   const char* name;
+  // Optional (null where the backend has none), for kv heads shared by many query heads
+  // (MLA's one latent row, wide GQA groups): scores with kLaneRows rows in the vector
+  // lanes, so each key element is loaded once for all of them and no sum is folded across
+  // lanes. transpose_queries lays the rows out as qt[(g * dk + d) * kLaneRows + i] =
+  // q[g * kLaneRows + i][d] (zero past rows); scores_lanes then fills s as scores() does.
+  // A row's result depends only on its own query, whatever the rows beside it.
+  void (*transpose_queries)(int rows, const float* const* q, int64_t dk, float* qt) = nullptr;
+  void (*scores_lanes)(int rows, int np, const float* qt, const float* const* k, int64_t dk, float scale,
+                       float* s) = nullptr;
 };
 
 // AVX2's softmax step; the AVX-512 backend uses it too (a few percent of the time).

@@ -95,6 +95,9 @@ std::vector<Layout> layouts() {
       gqa("gqa-odd", 6, 3, 13, 7),       gqa("mha", 3, 3, 24, 20),
       gqa("mqa-ragged", 5, 1, 9, 17),    mla("deepseek-mla", 16, 512, 64),
       mla("mla-odd", 5, 29, 8),
+      // Enough heads per kv head for the AVX-512 scores with rows in the lanes, in groups
+      // of 16 rows that straddle tokens, with ragged dims.
+      mla("mla-wide-odd", 20, 29, 8),
   };
   // K and V of each head side by side: [k0 v0 k1 v1].
   Layout interleaved = gqa("gqa-kv-interleaved", 4, 2, 12, 10);

@@ -133,16 +133,43 @@ MOE_AVX512 void accumulate(int rows, int np, const float* s, const float* alpha,
   }
 }
 
+// v[i] becomes column i of the 16x16 matrix whose rows v held: four rounds of shuffles, no
+// memory round trip.
+MOE_AVX512_INLINE void transpose16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  // v[4b + c], lane k: column 4k + c of rows 4b .. 4b + 3.
+  for (int b = 0; b < 4; ++b) {
+    v[4 * b] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0x44);
+    v[4 * b + 1] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0xEE);
+    v[4 * b + 2] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0x44);
+    v[4 * b + 3] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0xEE);
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int c = 0; c < 4; ++c) {
+      t[8 * h + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0x88);
+      t[8 * h + 4 + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0xDD);
+    }
+  }
+  for (int c = 0; c < 8; ++c) {
+    v[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    v[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+  }
+}
+
 MOE_AVX512 void transpose_queries(int rows, const float* const* q, int64_t dk, float* qt) {
   for (int g0 = 0; g0 < rows; g0 += kLaneRows) {
     const int rg = std::min(kLaneRows, rows - g0);
-    alignas(64) int32_t offset[kLaneRows];
-    for (int i = 0; i < kLaneRows; ++i) offset[i] = int32_t(q[g0 + std::min(i, rg - 1)] - q[g0]);
-    const __m512i idx = _mm512_load_si512(offset);
-    const __mmask16 m = tail16(rg);
     float* dst = qt + int64_t(g0) * dk;
-    for (int64_t d = 0; d < dk; ++d) {
-      _mm512_storeu_ps(dst + d * kLaneRows, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, q[g0] + d, 4));
+    for (int64_t d0 = 0; d0 < dk; d0 += 16) {
+      const int nd = int(std::min<int64_t>(16, dk - d0));
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i) v[i] = i < rg ? _mm512_maskz_loadu_ps(tail16(nd), q[g0 + i] + d0) : _mm512_setzero_ps();
+      transpose16(v);
+      for (int c = 0; c < nd; ++c) _mm512_storeu_ps(dst + (d0 + c) * kLaneRows, v[c]);
     }
   }
 }
@@ -165,10 +192,9 @@ MOE_AVX512_INLINE void lanes_tile(int rg, int nj, const float* qg, const float* 
     const __m512 qv = _mm512_loadu_ps(qg + d * kLaneRows);
     for (int j = 0; j < 16; ++j) acc[j] = fmadd_bcast(acc[j], qv, k[j] + d);
   }
-  alignas(64) float t[16][kLaneRows];
-  for (int j = 0; j < 16; ++j) _mm512_store_ps(t[j], _mm512_mul_ps(acc[j], _mm512_set1_ps(scale)));
-  for (int r = 0; r < rg; ++r)
-    for (int j = 0; j < nj; ++j) s[r * kChunk + j] = t[j][r];
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_mul_ps(acc[j], _mm512_set1_ps(scale));
+  transpose16(acc);  // acc[r]: row r's scores for the 16 keys
+  for (int r = 0; r < rg; ++r) _mm512_mask_storeu_ps(s + r * kChunk, tail16(nj), acc[r]);
 }
 
 // Two groups' rows (32, in the lanes of two vectors) against 8 keys: each broadcast key
@@ -186,13 +212,12 @@ MOE_AVX512_INLINE void lanes_tile2(int nj, const float* qg, const float* const* 
       acc1[j] = _mm512_fmadd_ps(q1, kv, acc1[j]);
     }
   }
-  alignas(64) float t[2][8][kLaneRows];
-  for (int j = 0; j < 8; ++j) {
-    _mm512_store_ps(t[0][j], _mm512_mul_ps(acc0[j], _mm512_set1_ps(scale)));
-    _mm512_store_ps(t[1][j], _mm512_mul_ps(acc1[j], _mm512_set1_ps(scale)));
+  for (int g = 0; g < 2; ++g) {
+    __m512 v[16];
+    for (int j = 0; j < 16; ++j) v[j] = j < 8 ? _mm512_mul_ps(g ? acc1[j] : acc0[j], _mm512_set1_ps(scale)) : _mm512_setzero_ps();
+    transpose16(v);  // v[r]: the group's row r's scores for the 8 keys, then zeros
+    for (int r = 0; r < kLaneRows; ++r) _mm512_mask_storeu_ps(s + (g * kLaneRows + r) * kChunk, tail16(nj), v[r]);
   }
-  for (int r = 0; r < 2 * kLaneRows; ++r)
-    for (int j = 0; j < nj; ++j) s[r * kChunk + j] = t[r / kLaneRows][j][r % kLaneRows];
 }
 
 MOE_AVX512 void scores_lanes(int rows, int np, const float* qt, const float* const* k, int64_t dk, float scale,

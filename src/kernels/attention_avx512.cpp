@@ -167,7 +167,9 @@ MOE_AVX512 void transpose_queries(int rows, const float* const* q, int64_t dk, f
     for (int64_t d0 = 0; d0 < dk; d0 += 16) {
       const int nd = int(std::min<int64_t>(16, dk - d0));
       __m512 v[16];
-      for (int i = 0; i < 16; ++i) v[i] = i < rg ? _mm512_maskz_loadu_ps(tail16(nd), q[g0 + i] + d0) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i) {
+        v[i] = i < rg ? _mm512_maskz_loadu_ps(tail16(nd), q[g0 + i] + d0) : _mm512_setzero_ps();
+      }
       transpose16(v);
       for (int c = 0; c < nd; ++c) _mm512_storeu_ps(dst + (d0 + c) * kLaneRows, v[c]);
     }
@@ -214,7 +216,9 @@ MOE_AVX512_INLINE void lanes_tile2(int nj, const float* qg, const float* const* 
   }
   for (int g = 0; g < 2; ++g) {
     __m512 v[16];
-    for (int j = 0; j < 16; ++j) v[j] = j < 8 ? _mm512_mul_ps(g ? acc1[j] : acc0[j], _mm512_set1_ps(scale)) : _mm512_setzero_ps();
+    for (int j = 0; j < 16; ++j) {
+      v[j] = j < 8 ? _mm512_mul_ps(g ? acc1[j] : acc0[j], _mm512_set1_ps(scale)) : _mm512_setzero_ps();
+    }
     transpose16(v);  // v[r]: the group's row r's scores for the 8 keys, then zeros
     for (int r = 0; r < kLaneRows; ++r) _mm512_mask_storeu_ps(s + (g * kLaneRows + r) * kChunk, tail16(nj), v[r]);
   }

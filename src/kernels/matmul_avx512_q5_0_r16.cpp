@@ -69,10 +69,7 @@ MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const Q8x32View* a, flo
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, keep, acc[t]);
 }
 
-struct Q5_0R16 {
-  using View = Q8x32View;
-  static View view(const PackedActs& x, int64_t t) { return q8x32_view(x, t); }
-  static constexpr int64_t kBlock = 32;
+struct Q5_0R16 : R16Acts32 {
   static constexpr int kMaxTokens = 6;
   template <int T>
   static void tile(const uint8_t* g, int64_t nb, const View* a, float* y, int64_t ldy, __mmask16 keep, bool first) {

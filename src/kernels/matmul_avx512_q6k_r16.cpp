@@ -107,10 +107,7 @@ MOE_AVX512 void group_tile(const uint8_t* g, int64_t nsb, const Q8x256View* a, f
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, keep, acc[t]);
 }
 
-struct Q6_KR16 {
-  using View = Q8x256View;
-  static View view(const PackedActs& x, int64_t t) { return q8x256_view(x, t); }
-  static constexpr int64_t kBlock = 256;
+struct Q6_KR16 : R16Acts256 {
   static constexpr int kMaxTokens = 3;
   template <int T>
   static void tile(const uint8_t* g, int64_t nsb, const View* a, float* y, int64_t ldy, __mmask16 keep, bool first) {

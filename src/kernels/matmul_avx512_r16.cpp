@@ -56,10 +56,7 @@ MOE_AVX512 void group_tile(const uint8_t* g, int64_t nb, const Q8x32View* a, flo
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, keep, acc[t]);
 }
 
-struct Q8_0R16 {
-  using View = Q8x32View;
-  static View view(const PackedActs& x, int64_t t) { return q8x32_view(x, t); }
-  static constexpr int64_t kBlock = 32;
+struct Q8_0R16 : R16Acts32 {
   static constexpr int kMaxTokens = 16;
   // At one token the hardware prefetchers follow the group's single stream well here: a
   // software prefetch measured slower, so `first` goes unused.

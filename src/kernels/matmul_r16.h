@@ -6,7 +6,7 @@
 // head's 128-wide W_kb has 4 block columns per group) that made a cache-resident GEMV 2-8%
 // faster.
 //
-// K describes a kernel:
+// K describes a kernel; it derives from R16Acts32 or R16Acts256 (below) for the first three:
 //   using View;                       // Q8x32View or Q8x256View
 //   static View view(const PackedActs&, int64_t token);
 //   static constexpr int64_t kBlock;  // values per weight column of a group
@@ -24,6 +24,19 @@
 #include "kernels/regrouped.h"
 
 namespace moe::mm {
+
+// The activations of weights in blocks of 32 (q8_0, q5_0) and in super-blocks of 256 (the
+// k-quants).
+struct R16Acts32 {
+  using View = Q8x32View;
+  static View view(const PackedActs& x, int64_t t) { return q8x32_view(x, t); }
+  static constexpr int64_t kBlock = 32;
+};
+struct R16Acts256 {
+  using View = Q8x256View;
+  static View view(const PackedActs& x, int64_t t) { return q8x256_view(x, t); }
+  static constexpr int64_t kBlock = 256;
+};
 
 template <class K, int T>
 void r16_tail_tile(const uint8_t* g, int64_t nc, const typename K::View* a, int64_t n, float* y, int64_t ldy,

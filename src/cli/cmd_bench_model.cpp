@@ -1,6 +1,6 @@
 // moengine bench model: prefill and decode speed of a model file, like llama-bench, with
-// the machine's memory bandwidth measured beside each decode run and the fraction of the
-// decode roofline reached.
+// the machine's memory bandwidth measured beside each decode run (on a scratch buffer and
+// on the weights' own memory) and the fraction of the decode roofline reached.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <random>
 
 #include "cli/commands.h"
@@ -47,6 +48,25 @@ Stats stats(const std::vector<double>& v) {
   s.stddev = v.size() > 1 ? std::sqrt(s.stddev / double(v.size() - 1)) : 0.0;
   return s;
 }
+
+// Bandwidth measured beside each decode run by one probe, and the fraction of the roofline
+// each run reached against it.
+struct Roofline {
+  std::unique_ptr<ReadBandwidthProbe> probe;
+  std::vector<double> bandwidths, fractions;
+  double before = 0;
+
+  void measure_before() { before = probe->measure(); }
+  void measure_after(double tokens_per_s, double active_gb) {
+    bandwidths.push_back((before + probe->measure()) / 2);
+    fractions.push_back(tokens_per_s * active_gb / bandwidths.back());
+  }
+  double min() const { return *std::min_element(bandwidths.begin(), bandwidths.end()); }
+  double max() const { return *std::max_element(bandwidths.begin(), bandwidths.end()); }
+};
+
+// Smaller weights would be read from the caches, not measure memory.
+constexpr uint64_t kMinWeightsProbeBytes = uint64_t(256) << 20;
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -106,10 +126,15 @@ void run(const BenchModelArgs& a) {
   seq.reset();
 
   // Each decode run is compared with the read bandwidth measured just before and after
-  // it: what the machine offered during that run.
-  ReadBandwidthProbe probe(pool, size_t(1) << 30);
+  // it (what the machine offered during that run): on a buffer of its own and, where the
+  // weights were moved at load into memory of their own, on that memory.
+  Roofline scratch, weights;
+  scratch.probe = std::make_unique<ReadBandwidthProbe>(pool, size_t(1) << 30);
+  if (model->moved_weight_bytes() >= kMinWeightsProbeBytes) {
+    weights.probe = std::make_unique<ReadBandwidthProbe>(pool, model->moved_weights(), model->moved_weight_bytes());
+  }
   const double active_gb = double(model->active_bytes_per_token()) / 1e9;
-  std::vector<double> pp_rates, tg_rates, bandwidths, fractions;
+  std::vector<double> pp_rates, tg_rates;
   ProgressBar bar(fmt::format("bench pp{} tg{} x{}", a.pp, a.tg, a.reps));
   for (int r = 0; r < a.reps; ++r) {
     seq.reset();
@@ -119,16 +144,16 @@ void run(const BenchModelArgs& a) {
     bar.update((r + 0.5) / a.reps);
     seq.reset();
     int32_t next = prompt[0];
-    const double bw_before = probe.measure();
+    scratch.measure_before();
+    if (weights.probe) weights.measure_before();
     t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.tg; ++i) {
       const std::vector<float>& l = seq.decode(next, pool);
       next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
     }
     tg_rates.push_back(a.tg / seconds_since(t0));
-    const double bw = (bw_before + probe.measure()) / 2;
-    bandwidths.push_back(bw);
-    fractions.push_back(tg_rates.back() * active_gb / bw);
+    if (weights.probe) weights.measure_after(tg_rates.back(), active_gb);
+    scratch.measure_after(tg_rates.back(), active_gb);
     bar.update((r + 1.0) / a.reps);
   }
   bar.done();
@@ -146,10 +171,8 @@ void run(const BenchModelArgs& a) {
     batch_bar.done();
   }
 
-  const Stats pp = stats(pp_rates), tg = stats(tg_rates), bw = stats(bandwidths), reached = stats(fractions);
-  const double bw_min = *std::min_element(bandwidths.begin(), bandwidths.end());
-  const double bw_max = *std::max_element(bandwidths.begin(), bandwidths.end());
-  const double roofline = bw.mean / active_gb;
+  const Stats pp = stats(pp_rates), tg = stats(tg_rates), bw = stats(scratch.bandwidths),
+              reached = stats(scratch.fractions);
   const double gflops = 2.0 * double(model->active_params_per_token()) * pp.mean / 1e9;
 
   if (a.json) {
@@ -169,12 +192,20 @@ void run(const BenchModelArgs& a) {
                         {"tg_stddev", tg.stddev},
                         {"prefill_gflops", gflops},
                         {"memory_bandwidth_gbps", bw.mean},
-                        {"memory_bandwidth_min_gbps", bw_min},
-                        {"memory_bandwidth_max_gbps", bw_max},
+                        {"memory_bandwidth_min_gbps", scratch.min()},
+                        {"memory_bandwidth_max_gbps", scratch.max()},
                         {"active_bytes_per_token", model->active_bytes_per_token()},
-                        {"decode_roofline_tokens_per_s", roofline},
+                        {"decode_roofline_tokens_per_s", bw.mean / active_gb},
                         {"decode_roofline_fraction", reached.mean},
                         {"decode_roofline_fraction_stddev", reached.stddev}};
+    if (weights.probe) {
+      const Stats wbw = stats(weights.bandwidths), wreached = stats(weights.fractions);
+      j["weights_memory_bandwidth_gbps"] = wbw.mean;
+      j["weights_memory_bandwidth_min_gbps"] = weights.min();
+      j["weights_memory_bandwidth_max_gbps"] = weights.max();
+      j["weights_memory_roofline_fraction"] = wreached.mean;
+      j["weights_memory_roofline_fraction_stddev"] = wreached.stddev;
+    }
     for (size_t i = 0; i < batched.size(); ++i) {
       j["batched_decode"].push_back({{"batch", a.batch[i]},
                                      {"context", a.batch_context},
@@ -199,9 +230,15 @@ void run(const BenchModelArgs& a) {
   }
   std::printf("prefill: %.1f GFLOP/s (2 x %.3fB active parameters per token)\n", gflops,
               double(model->active_params_per_token()) / 1e9);
-  std::printf("decode roofline: %.3f GB of weights per token / %.1f GB/s read bandwidth (%.1f-%.1f beside the tg "
-              "runs) = %.1f tok/s; reached %.0f%% ± %.0f%%\n",
-              active_gb, bw.mean, bw_min, bw_max, roofline, 100.0 * reached.mean, 100.0 * reached.stddev);
+  std::printf("decode roofline: %.3f GB of weights per token, read at the bandwidth measured beside the tg runs\n",
+              active_gb);
+  auto print_roofline = [&](const char* memory, const Roofline& r) {
+    const Stats b = stats(r.bandwidths), f = stats(r.fractions);
+    std::printf("  %s: %.1f GB/s (%.1f-%.1f) = %.1f tok/s; reached %.0f%% ± %.0f%%\n", memory, b.mean, r.min(),
+                r.max(), b.mean / active_gb, 100.0 * f.mean, 100.0 * f.stddev);
+  };
+  if (weights.probe) print_roofline("the weights' own memory", weights);
+  print_roofline("a 1 GiB buffer         ", scratch);
 }
 
 }  // namespace
@@ -215,7 +252,8 @@ void register_bench_model(CLI::App& bench) {
       "pp: tokens/s of one batched prefill of N random tokens; tg: tokens/s decoding N tokens one at a\n"
       "time from an empty context. Also measures the memory read bandwidth just before and after each\n"
       "tg run and reports the fraction of the decode roofline (bandwidth / weight bytes read per token)\n"
-      "reached, run by run against the bandwidth measured beside it.\n"
+      "reached, run by run against the bandwidth measured beside it: reading the weights' own memory\n"
+      "(where load moved 256 MiB or more of them into huge pages) and a 1 GiB buffer of its own.\n"
       "--batch 1,4,16,32: also tokens/s of that many sequences decoding together (tg steps each, after\n"
       "--batch-context random prompt tokens), as a serving engine's decode steps run.");
   add_model_options(*cmd, args->model);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/error.h"
 #include "core/huge_pages.h"
 #include "core/thread_pool.h"
 
@@ -49,9 +50,15 @@ uint64_t sum_generic(const uint8_t* p, size_t n) {
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
     : pool_(pool),
       slice_(std::max<size_t>(bytes, 4096 * size_t(pool.size())) / size_t(pool.size()) / 4096 * 4096),
-      buf_(allocate_huge_pages(slice_ * size_t(pool.size()), "the memory bandwidth test")) {
+      owned_(allocate_huge_pages(slice_ * size_t(pool.size()), "the memory bandwidth test")),
+      data_(owned_.get()) {
   // Touch every page from the thread that will read it, so pages are resident (and local).
-  pool_.run([&](int i, int) { std::memset(buf_.get() + size_t(i) * slice_, 1, slice_); });
+  pool_.run([&](int i, int) { std::memset(owned_.get() + size_t(i) * slice_, 1, slice_); });
+}
+
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, const uint8_t* data, size_t bytes)
+    : pool_(pool), slice_(bytes / size_t(pool.size()) / 4096 * 4096), data_(data) {
+  if (slice_ == 0) fail("memory bandwidth test: {} bytes is less than a page per thread", bytes);
 }
 
 double ReadBandwidthProbe::measure(int passes) {
@@ -62,7 +69,7 @@ double ReadBandwidthProbe::measure(int passes) {
   for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
     pool_.run([&](int i, int) {
-      const uint8_t* p = buf_.get() + size_t(i) * slice_;
+      const uint8_t* p = data_ + size_t(i) * slice_;
       sink[size_t(i)] = avx2 ? sum_avx2(p, slice_) : sum_generic(p, slice_);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

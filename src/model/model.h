@@ -76,6 +76,9 @@ class Model {
   // the ones regrouped for the AVX-512 kernels (see model/weight_regroup.h).
   uint64_t moved_weight_bytes() const { return moved_bytes_; }
   uint64_t regrouped_weight_bytes() const { return regrouped_bytes_; }
+  // Where those moved_weight_bytes() lie (null when none were moved): a decode step's
+  // read bandwidth is best measured on this memory (see kernels/membw.h).
+  const uint8_t* moved_weights() const { return static_cast<const uint8_t*>(moved_.get()); }
 
  protected:
   Model(std::unique_ptr<GgufFile> file, ModelConfig config)

@@ -16,7 +16,7 @@ class ThreadPool;
 //
 // In a virtual machine the bandwidth also depends on where the memory lies: on the Zen 5
 // VM, 128 MiB pieces of one huge-page allocation read at steady rates from 35 to 63 GB/s
-// (the same piece alike in rounds interleaved over minutes), by how the host backs them.
+// (each piece alike in interleaved rounds), by how the host backs them.
 // So a decode step is best compared with a read of the very memory its weights lie in.
 class ReadBandwidthProbe {
  public:

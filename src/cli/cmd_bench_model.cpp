@@ -1,6 +1,7 @@
 // moengine bench model: prefill and decode speed of a model file, like llama-bench, with
-// the machine's memory bandwidth measured beside each decode run (on a scratch buffer and
-// on the weights' own memory) and the fraction of the decode roofline reached.
+// the machine's memory bandwidth measured beside each decode run (reading the weights
+// decode steps read, and a buffer of its own) and the fraction of the decode roofline
+// reached.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -65,8 +66,25 @@ struct Roofline {
   double max() const { return *std::max_element(bandwidths.begin(), bandwidths.end()); }
 };
 
-// Smaller weights would be read from the caches, not measure memory.
-constexpr uint64_t kMinWeightsProbeBytes = uint64_t(256) << 20;
+// A token's weights read again and again would come partly from the caches if smaller.
+constexpr uint64_t kMinStepProbeBytes = uint64_t(256) << 20;
+
+// The weight matrices of as many decoded tokens (with experts drawn at random) as make
+// 1 GiB, in the order decode steps read them.
+std::vector<ByteRange> decode_weight_ranges(const Model& model, std::mt19937& rng) {
+  std::vector<ByteRange> ranges;
+  size_t total = 0;
+  while (total < (size_t(1) << 30)) {
+    size_t token = 0;
+    for (const QMatrix& w : model.token_matrices(rng)) {
+      ranges.push_back({static_cast<const uint8_t*>(w.data), size_t(w.rows) * w.row_stride});
+      token += ranges.back().bytes;
+    }
+    if (token == 0) break;
+    total += token;
+  }
+  return ranges;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -126,12 +144,13 @@ void run(const BenchModelArgs& a) {
   seq.reset();
 
   // Each decode run is compared with the read bandwidth measured just before and after
-  // it (what the machine offered during that run): on a buffer of its own and, where the
-  // weights were moved at load into memory of their own, on that memory.
+  // it (what the machine offered during that run): reading the weights decode steps read,
+  // where they lie, and a buffer of its own.
   Roofline scratch, weights;
   scratch.probe = std::make_unique<ReadBandwidthProbe>(pool, size_t(1) << 30);
-  if (model->moved_weight_bytes() >= kMinWeightsProbeBytes) {
-    weights.probe = std::make_unique<ReadBandwidthProbe>(pool, model->moved_weights(), model->moved_weight_bytes());
+  if (model->active_bytes_per_token() >= kMinStepProbeBytes) {
+    std::mt19937 experts(99);
+    weights.probe = std::make_unique<ReadBandwidthProbe>(pool, decode_weight_ranges(*model, experts));
   }
   const double active_gb = double(model->active_bytes_per_token()) / 1e9;
   std::vector<double> pp_rates, tg_rates;
@@ -200,11 +219,11 @@ void run(const BenchModelArgs& a) {
                         {"decode_roofline_fraction_stddev", reached.stddev}};
     if (weights.probe) {
       const Stats wbw = stats(weights.bandwidths), wreached = stats(weights.fractions);
-      j["weights_memory_bandwidth_gbps"] = wbw.mean;
-      j["weights_memory_bandwidth_min_gbps"] = weights.min();
-      j["weights_memory_bandwidth_max_gbps"] = weights.max();
-      j["weights_memory_roofline_fraction"] = wreached.mean;
-      j["weights_memory_roofline_fraction_stddev"] = wreached.stddev;
+      j["step_weights_bandwidth_gbps"] = wbw.mean;
+      j["step_weights_bandwidth_min_gbps"] = weights.min();
+      j["step_weights_bandwidth_max_gbps"] = weights.max();
+      j["step_weights_roofline_fraction"] = wreached.mean;
+      j["step_weights_roofline_fraction_stddev"] = wreached.stddev;
     }
     for (size_t i = 0; i < batched.size(); ++i) {
       j["batched_decode"].push_back({{"batch", a.batch[i]},
@@ -237,8 +256,8 @@ void run(const BenchModelArgs& a) {
     std::printf("  %s: %.1f GB/s (%.1f-%.1f) = %.1f tok/s; reached %.0f%% ± %.0f%%\n", memory, b.mean, r.min(),
                 r.max(), b.mean / active_gb, 100.0 * f.mean, 100.0 * f.stddev);
   };
-  if (weights.probe) print_roofline("the weights' own memory", weights);
-  print_roofline("a 1 GiB buffer         ", scratch);
+  if (weights.probe) print_roofline("the weights decode steps read", weights);
+  print_roofline("a 1 GiB buffer               ", scratch);
 }
 
 }  // namespace
@@ -252,8 +271,8 @@ void register_bench_model(CLI::App& bench) {
       "pp: tokens/s of one batched prefill of N random tokens; tg: tokens/s decoding N tokens one at a\n"
       "time from an empty context. Also measures the memory read bandwidth just before and after each\n"
       "tg run and reports the fraction of the decode roofline (bandwidth / weight bytes read per token)\n"
-      "reached, run by run against the bandwidth measured beside it: reading the weights' own memory\n"
-      "(where load moved 256 MiB or more of them into huge pages) and a 1 GiB buffer of its own.\n"
+      "reached, run by run against the bandwidth measured beside it: reading the weights decode steps\n"
+      "read, where they lie (when a token reads 256 MiB or more), and a 1 GiB buffer of its own.\n"
       "--batch 1,4,16,32: also tokens/s of that many sequences decoding together (tg steps each, after\n"
       "--batch-context random prompt tokens), as a serving engine's decode steps run.");
   add_model_options(*cmd, args->model);

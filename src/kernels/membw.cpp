@@ -17,14 +17,15 @@ namespace moe {
 namespace {
 
 // Four independent accumulators keep enough loads in flight that the loop is limited by
-// memory, not by the add latency.
+// memory, not by the add latency. Unaligned loads: a weight matrix may start anywhere (on
+// aligned memory they cost the same).
 __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, size_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 128 <= n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
   }
   const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
   uint64_t lanes[4];
@@ -47,18 +48,40 @@ uint64_t sum_generic(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
-    : pool_(pool),
-      slice_(std::max<size_t>(bytes, 4096 * size_t(pool.size())) / size_t(pool.size()) / 4096 * 4096),
-      owned_(allocate_huge_pages(slice_ * size_t(pool.size()), "the memory bandwidth test")),
-      data_(owned_.get()) {
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes) : pool_(pool) {
+  const size_t slice = std::max<size_t>(bytes, 4096 * size_t(pool.size())) / size_t(pool.size()) / 4096 * 4096;
+  owned_ = allocate_huge_pages(slice * size_t(pool.size()), "the memory bandwidth test");
   // Touch every page from the thread that will read it, so pages are resident (and local).
-  pool_.run([&](int i, int) { std::memset(owned_.get() + size_t(i) * slice_, 1, slice_); });
+  pool_.run([&](int i, int) { std::memset(owned_.get() + size_t(i) * slice, 1, slice); });
+  share_out({{owned_.get(), slice * size_t(pool.size())}});
 }
 
-ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, const uint8_t* data, size_t bytes)
-    : pool_(pool), slice_(bytes / size_t(pool.size()) / 4096 * 4096), data_(data) {
-  if (slice_ == 0) fail("memory bandwidth test: {} bytes is less than a page per thread", bytes);
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, const std::vector<ByteRange>& ranges) : pool_(pool) {
+  size_t total = 0;
+  for (const ByteRange& r : ranges) total += r.bytes;
+  if (total < 4096 * size_t(pool.size())) {
+    fail("memory bandwidth test: {} bytes is less than a page per thread", total);
+  }
+  share_out(ranges);
+}
+
+void ReadBandwidthProbe::share_out(const std::vector<ByteRange>& ranges) {
+  const size_t n = size_t(pool_.size());
+  size_t total = 0;
+  for (const ByteRange& r : ranges) total += r.bytes;
+  shares_.assign(n, {});
+  size_t at = 0;  // offset of the current range in the concatenation
+  for (const ByteRange& r : ranges) {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t lo = std::max(at, i * total / n), hi = std::min(at + r.bytes, (i + 1) * total / n);
+      // The read loops take 128 bytes at a time; a piece's tail of fewer is left out.
+      if (hi > lo && hi - lo >= 128) {
+        shares_[i].push_back({r.data + (lo - at), (hi - lo) / 128 * 128});
+        bytes_ += (hi - lo) / 128 * 128;
+      }
+    }
+    at += r.bytes;
+  }
 }
 
 double ReadBandwidthProbe::measure(int passes) {
@@ -69,11 +92,12 @@ double ReadBandwidthProbe::measure(int passes) {
   for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
     pool_.run([&](int i, int) {
-      const uint8_t* p = data_ + size_t(i) * slice_;
-      sink[size_t(i)] = avx2 ? sum_avx2(p, slice_) : sum_generic(p, slice_);
+      uint64_t sum = 0;
+      for (const ByteRange& r : shares_[size_t(i)]) sum += avx2 ? sum_avx2(r.data, r.bytes) : sum_generic(r.data, r.bytes);
+      sink[size_t(i)] = sum;
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, double(slice_) * n / s / 1e9);
+    best = std::max(best, double(bytes_) / s / 1e9);
   }
   volatile uint64_t keep = 0;
   for (uint64_t v : sink) keep = keep + v;

@@ -26,8 +26,6 @@ struct MlaLayer {
   std::vector<float> k_b_owned;     // k_b transposed out of a legacy attn_kv_b
 };
 
-size_t bytes(const QMatrix& m) { return m.data ? size_t(m.rows) * m.row_stride : 0; }
-
 class Deepseek2 final : public Transformer {
  public:
   Deepseek2(std::unique_ptr<GgufFile> file, ModelConfig config) : Transformer(std::move(file), std::move(config)) {
@@ -94,21 +92,16 @@ class Deepseek2 final : public Transformer {
     }
   }
 
-  uint64_t attention_bytes(int64_t l) const override {
+  std::vector<QMatrix> attention_matrices(int64_t l) const override {
     const MlaLayer& m = layers_[size_t(l)];
-    uint64_t b = bytes(m.wq_a) + bytes(m.wq) + bytes(m.wkv_a) + bytes(m.wo);
-    for (const auto& k : m.k_b) b += bytes(k);
-    for (const auto& v : m.v_b) b += bytes(v);
-    return b;
-  }
-
-  uint64_t attention_params(int64_t l) const override {
-    const MlaLayer& m = layers_[size_t(l)];
-    uint64_t n = uint64_t(m.wq_a.rows * m.wq_a.cols + m.wq.rows * m.wq.cols + m.wkv_a.rows * m.wkv_a.cols +
-                          m.wo.rows * m.wo.cols);
-    for (const auto& k : m.k_b) n += uint64_t(k.rows * k.cols);
-    for (const auto& v : m.v_b) n += uint64_t(v.rows * v.cols);
-    return n;
+    std::vector<QMatrix> ms;
+    if (m.wq_a.data) ms.push_back(m.wq_a);
+    ms.push_back(m.wkv_a);
+    ms.push_back(m.wq);
+    ms.insert(ms.end(), m.k_b.begin(), m.k_b.end());
+    ms.insert(ms.end(), m.v_b.begin(), m.v_b.end());
+    ms.push_back(m.wo);
+    return ms;
   }
 
   void attention(int64_t l, const Step& step, const float* h, float* x, KvStore& kv, ThreadPool& pool) override {

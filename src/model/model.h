@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "model/gguf.h"
 #include "model/kv_store.h"
 #include "model/model_config.h"
@@ -76,9 +78,11 @@ class Model {
   // the ones regrouped for the AVX-512 kernels (see model/weight_regroup.h).
   uint64_t moved_weight_bytes() const { return moved_bytes_; }
   uint64_t regrouped_weight_bytes() const { return regrouped_bytes_; }
-  // Where those moved_weight_bytes() lie (null when none were moved): a decode step's
-  // read bandwidth is best measured on this memory (see kernels/membw.h).
-  const uint8_t* moved_weights() const { return static_cast<const uint8_t*>(moved_.get()); }
+  // The weight matrices one decoded token multiplies with, layer by layer in the order of
+  // a step, each MoE layer's routed experts n_used distinct ones drawn with rng: the bytes
+  // active_bytes_per_token() counts, where they lie, for measuring how fast they can be
+  // read (see kernels/membw.h).
+  virtual std::vector<QMatrix> token_matrices(std::mt19937& rng) const = 0;
 
  protected:
   Model(std::unique_ptr<GgufFile> file, ModelConfig config)

@@ -19,8 +19,6 @@ struct GqaLayer {
   QMatrix wo;                      // [n_embd, n_head * head_dim]
 };
 
-size_t bytes(const QMatrix& m) { return size_t(m.rows) * m.row_stride; }
-
 class Qwen3Moe final : public Transformer {
  public:
   Qwen3Moe(std::unique_ptr<GgufFile> file, ModelConfig config) : Transformer(std::move(file), std::move(config)) {
@@ -47,14 +45,9 @@ class Qwen3Moe final : public Transformer {
     }
   }
 
-  uint64_t attention_bytes(int64_t l) const override {
+  std::vector<QMatrix> attention_matrices(int64_t l) const override {
     const GqaLayer& g = layers_[size_t(l)];
-    return bytes(g.wq) + bytes(g.wk) + bytes(g.wv) + bytes(g.wo);
-  }
-
-  uint64_t attention_params(int64_t l) const override {
-    const GqaLayer& g = layers_[size_t(l)];
-    return uint64_t(g.wq.rows * g.wq.cols + g.wk.rows * g.wk.cols + g.wv.rows * g.wv.cols + g.wo.rows * g.wo.cols);
+    return {g.wq, g.wk, g.wv, g.wo};
   }
 
   void attention(int64_t l, const Step& step, const float* h, float* x, KvStore& kv, ThreadPool& pool) override {

@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -84,13 +85,46 @@ void Transformer::finish_load(const TensorTable& t) {
                 ffn_bytes(routed_expert(f, 0));
       params += uint64_t(c.n_embd * n_exp) + uint64_t(c.gating.n_used) * uint64_t(3 * c.n_embd * c.n_ff_expert);
     }
-    active += attention_bytes(l);
-    params += attention_params(l);
+    for (const QMatrix& m : attention_matrices(l)) {
+      active += matrix_bytes(m);
+      params += uint64_t(m.rows * m.cols);
+    }
     ffn_.push_back(f);
   }
   active_bytes_ = active;
   active_params_ = params;
   total_bytes_ = t.bytes_used();
+}
+
+std::vector<QMatrix> Transformer::token_matrices(std::mt19937& rng) const {
+  const ModelConfig& c = config_;
+  std::vector<QMatrix> ms;
+  auto add = [&](const QMatrix& m) {
+    if (m.data) ms.push_back(m);
+  };
+  std::vector<int32_t> experts(size_t(c.gating.n_experts));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    for (const QMatrix& m : attention_matrices(l)) add(m);
+    const FfnLayerWeights& f = ffn_[size_t(l)];
+    if (!c.is_moe_layer(l)) {
+      for (const QMatrix* m : {&f.dense.gate, &f.dense.up, &f.dense.down}) add(*m);
+      continue;
+    }
+    add(f.router.matrix());
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    std::vector<FfnWeights> jobs;
+    for (int i = 0; i < c.gating.n_used; ++i) jobs.push_back(routed_expert(f, experts[size_t(i)]));
+    if (f.shared.gate.data) jobs.push_back(f.shared);
+    // The FFN's two phases: every job's gate and up rows, then every job's down rows.
+    for (const FfnWeights& w : jobs) {
+      add(w.gate);
+      add(w.up);
+    }
+    for (const FfnWeights& w : jobs) add(w.down);
+  }
+  add(output_.matrix());
+  return ms;
 }
 
 void Transformer::mark_for_regrouping(WeightRegrouper& r, bool routed_experts) {

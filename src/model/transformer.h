@@ -2,6 +2,7 @@
 // The parts every supported architecture shares: token embedding, RMSNorm, the MoE block
 // (router, routed + shared experts, or a dense FFN), the output head and the step loop.
 // An architecture supplies its weights and its attention block.
+#include <random>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -46,9 +47,9 @@ class Transformer : public Model {
   void mark_for_regrouping(WeightRegrouper& r, bool routed_experts) override;
   // The attention block's part of it.
   virtual void mark_attention_for_regrouping(WeightRegrouper& r) = 0;
-  // Bytes and parameters of one layer's attention weights (for the roofline).
-  virtual uint64_t attention_bytes(int64_t layer) const = 0;
-  virtual uint64_t attention_params(int64_t layer) const = 0;
+  // One layer's attention weight matrices, in the order a step multiplies with them.
+  virtual std::vector<QMatrix> attention_matrices(int64_t layer) const = 0;
+  std::vector<QMatrix> token_matrices(std::mt19937& rng) const override;
 
   // Runs attention for every sequence slice of the step: q [T, ...] rows q_ld apart, out
   // [T, ...] rows out_ld apart, each slice over its own block table, all in one parallel

@@ -81,7 +81,7 @@ TEST_F(Cli, BenchModelReportsRates) {
   EXPECT_GT(j["memory_bandwidth_gbps"].get<double>(), 0.0);
   EXPECT_GT(j["decode_roofline_fraction"].get<double>(), 0.0);
   // A tiny model's weights would be read from the caches: only the 1 GiB buffer is measured.
-  EXPECT_FALSE(j.contains("weights_memory_bandwidth_gbps"));
+  EXPECT_FALSE(j.contains("step_weights_bandwidth_gbps"));
   EXPECT_FALSE(j.contains("batched_decode"));
 }
 

@@ -2,6 +2,9 @@
 
 #include <fstream>
 #include <iterator>
+#include <random>
+#include <set>
+#include <string>
 
 #include "model/gguf.h"
 #include "model/model.h"
@@ -87,6 +90,45 @@ TEST(GenModel, WrittenFileLoadsWithItsConfigAndVocabulary) {
     EXPECT_GT(merges->size(), 100u);
     EXPECT_GT(model->active_bytes_per_token(), 0u);
     EXPECT_LT(model->active_bytes_per_token(), model->total_weight_bytes());
+  }
+}
+
+// What bench model's roofline probe reads for a decoded token: the matrices whose bytes
+// active_bytes_per_token() counts, with n_used distinct routed experts in every MoE layer,
+// drawn anew each time. (Weights left in the file's pages, to find the experts there.)
+TEST(GenModel, TokenMatricesAreTheBytesATokenReads) {
+  for (Arch arch : {Arch::Deepseek2, Arch::Qwen3Moe}) {
+    const GenSpec g = gen_preset(arch, "tiny");
+    ::setenv("MOENGINE_REGROUP", "0", 1);
+    auto model = Model::load(testing::write_model(g, arch == Arch::Deepseek2 ? "load_ds" : "load_qwen"));
+    ::unsetenv("MOENGINE_REGROUP");
+    const ModelConfig& c = model->config();
+    std::mt19937 rng(5);
+    std::vector<std::set<const void*>> draws;
+    for (int draw = 0; draw < 2; ++draw) {
+      const std::vector<QMatrix> ms = model->token_matrices(rng);
+      uint64_t bytes = 0;
+      for (const QMatrix& m : ms) bytes += uint64_t(m.rows) * m.row_stride;
+      EXPECT_EQ(bytes, model->active_bytes_per_token()) << "draw " << draw;
+      std::set<const void*> routed;
+      for (int64_t l = 0; l < c.n_layer; ++l) {
+        if (!c.is_moe_layer(l)) continue;
+        for (const char* name : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+          const GgufTensorInfo* t = model->file().find_tensor("blk." + std::to_string(l) + "." + name + ".weight");
+          ASSERT_NE(t, nullptr);
+          const uint8_t* begin = model->file().tensor_data(*t);
+          std::set<const void*> in_tensor;
+          for (const QMatrix& m : ms) {
+            const auto* p = static_cast<const uint8_t*>(m.data);
+            if (p >= begin && p < begin + t->n_bytes) in_tensor.insert(p);
+          }
+          EXPECT_EQ(in_tensor.size(), size_t(c.gating.n_used)) << "layer " << l << " " << name;
+          routed.insert(in_tensor.begin(), in_tensor.end());
+        }
+      }
+      draws.push_back(routed);
+    }
+    EXPECT_NE(draws[0], draws[1]) << "two tokens drew the same experts in every layer";
   }
 }
 

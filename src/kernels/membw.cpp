@@ -93,7 +93,9 @@ double ReadBandwidthProbe::measure(int passes) {
     const auto t0 = std::chrono::steady_clock::now();
     pool_.run([&](int i, int) {
       uint64_t sum = 0;
-      for (const ByteRange& r : shares_[size_t(i)]) sum += avx2 ? sum_avx2(r.data, r.bytes) : sum_generic(r.data, r.bytes);
+      for (const ByteRange& r : shares_[size_t(i)]) {
+        sum += avx2 ? sum_avx2(r.data, r.bytes) : sum_generic(r.data, r.bytes);
+      }
       sink[size_t(i)] = sum;
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

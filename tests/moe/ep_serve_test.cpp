@@ -98,18 +98,23 @@ std::vector<std::string> reference(const std::string& model) {
 }
 
 // Every token-expert pair the ranks computed is in the group's trace, which every rank
-// serves whole once the group is idle again.
+// serves whole once the group is idle again. A step sends its answers before it refreshes
+// the metrics, so both are read again until they agree.
 void expect_load_recorded(int base, int ranks) {
-  double computed = 0;
+  auto computed_by_all = [&] {
+    double computed = 0;
+    for (int r = 0; r < ranks; ++r) {
+      computed += testing::metric(testing::get(url(base + r), "/metrics").body, "ep_expert_tokens_total");
+    }
+    return computed;
+  };
   for (int r = 0; r < ranks; ++r) {
     const std::string page = testing::get(url(base + r), "/metrics").body;
-    const double v = testing::metric(page, "ep_expert_tokens_total");
-    EXPECT_GT(v, 0) << "rank " << r << " computed nothing\n" << page;
-    computed += v;
+    EXPECT_GT(testing::metric(page, "ep_expert_tokens_total"), 0) << "rank " << r << " computed nothing\n" << page;
     EXPECT_GE(testing::metric(page, "ep_load_imbalance"), 1.0) << page;
   }
   for (int r = 0; r < ranks; ++r) {
-    double traced = -1;
+    double traced = -1, computed = -2;
     const auto end = std::chrono::steady_clock::now() + 10s;
     while (traced != computed && std::chrono::steady_clock::now() < end) {
       const testing::Reply reply = testing::get(url(base + r), "/admin/expert-trace");
@@ -118,6 +123,7 @@ void expect_load_recorded(int base, int ranks) {
       ASSERT_EQ(a.shape.size(), 3u);
       traced = 0;
       for (const float v : a.data) traced += v;
+      computed = computed_by_all();
       if (traced != computed) std::this_thread::sleep_for(20ms);
     }
     EXPECT_EQ(traced, computed) << "rank " << r;

@@ -57,11 +57,6 @@ ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes) : pool_(p
 }
 
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, const std::vector<ByteRange>& ranges) : pool_(pool) {
-  size_t total = 0;
-  for (const ByteRange& r : ranges) total += r.bytes;
-  if (total < 4096 * size_t(pool.size())) {
-    fail("memory bandwidth test: {} bytes is less than a page per thread", total);
-  }
   share_out(ranges);
 }
 
@@ -69,6 +64,7 @@ void ReadBandwidthProbe::share_out(const std::vector<ByteRange>& ranges) {
   const size_t n = size_t(pool_.size());
   size_t total = 0;
   for (const ByteRange& r : ranges) total += r.bytes;
+  if (total < 4096 * n) fail("memory bandwidth test: {} bytes is less than a page per thread", total);
   shares_.assign(n, {});
   size_t at = 0;  // offset of the current range in the concatenation
   for (const ByteRange& r : ranges) {

@@ -16,9 +16,6 @@ FfnWeights routed_expert(const FfnLayerWeights& f, int32_t e) {
   return {f.gate_exps.slice(e), f.up_exps.slice(e), f.down_exps.slice(e)};
 }
 
-size_t matrix_bytes(const QMatrix& m) { return m.data ? size_t(m.rows) * m.row_stride : 0; }
-size_t ffn_bytes(const FfnWeights& w) { return matrix_bytes(w.gate) + matrix_bytes(w.up) + matrix_bytes(w.down); }
-uint64_t ffn_params(const FfnWeights& w) { return uint64_t(3 * w.gate.rows * w.gate.cols); }
 
 FfnWeights load_ffn(const TensorTable& t, int64_t layer, const char* suffix, int64_t n_embd, int64_t n_ff) {
   const std::string s = suffix;
@@ -53,8 +50,6 @@ void Transformer::finish_load(const TensorTable& t) {
   if (!output_) output_ = token_embd_;  // tied embeddings
 
   const int64_t n_exp = c.gating.n_experts;
-  uint64_t active = matrix_bytes(output_.matrix());
-  uint64_t params = uint64_t(c.n_embd * c.n_vocab);
   int64_t n_moe = 0;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     attn_norm_.push_back(t.require(layer_tensor(l, "attn_norm.weight"), {c.n_embd}));
@@ -66,8 +61,6 @@ void Transformer::finish_load(const TensorTable& t) {
     if (c.is_moe_layer(l)) moe_layers_.push_back(l);
     if (!c.is_moe_layer(l)) {
       f.dense = load_ffn(t, l, "", c.n_embd, c.n_ff_dense);
-      active += ffn_bytes(f.dense);
-      params += ffn_params(f.dense);
     } else {
       f.router = t.require(layer_tensor(l, "ffn_gate_inp.weight"), {c.n_embd, n_exp});
       f.router_bias = t.optional(layer_tensor(l, "exp_probs_b.bias"), {n_exp});
@@ -77,22 +70,16 @@ void Transformer::finish_load(const TensorTable& t) {
       f.down_exps = t.require(layer_tensor(l, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, n_exp});
       if (c.n_shared_experts > 0) {
         f.shared = load_ffn(t, l, "_shexp", c.n_embd, c.n_ff_expert * c.n_shared_experts);
-        active += ffn_bytes(f.shared);
-        params += ffn_params(f.shared);
       }
-      active += matrix_bytes(f.router.matrix());
-      active += uint64_t(c.gating.n_used) *
-                ffn_bytes(routed_expert(f, 0));
-      params += uint64_t(c.n_embd * n_exp) + uint64_t(c.gating.n_used) * uint64_t(3 * c.n_embd * c.n_ff_expert);
-    }
-    for (const QMatrix& m : attention_matrices(l)) {
-      active += matrix_bytes(m);
-      params += uint64_t(m.rows * m.cols);
     }
     ffn_.push_back(f);
   }
-  active_bytes_ = active;
-  active_params_ = params;
+  // A token reads as many bytes whichever experts it is routed to.
+  std::mt19937 any_experts;
+  for (const QMatrix& m : token_matrices(any_experts)) {
+    active_bytes_ += uint64_t(m.rows) * m.row_stride;
+    active_params_ += uint64_t(m.rows * m.cols);
+  }
   total_bytes_ = t.bytes_used();
 }
 

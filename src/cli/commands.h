@@ -16,6 +16,7 @@ void register_serve(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_proxy(CLI::App& app);
 void register_launch(CLI::App& app);
+void register_sim(CLI::App& app);
 
 inline void register_commands(CLI::App& app) {
   register_gen_model(app);
@@ -31,6 +32,7 @@ inline void register_commands(CLI::App& app) {
   register_serve(app);
   register_proxy(app);
   register_launch(app);
+  register_sim(app);
 }
 
 }  // namespace moe::cli

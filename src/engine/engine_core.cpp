@@ -8,6 +8,22 @@
 
 namespace moe {
 
+namespace {
+
+// The model's view of a plan; its slices point into the plan, which must outlive it.
+Step model_step(const StepPlan& plan) {
+  Step step;
+  step.tokens.reserve(size_t(plan.n_batched_tokens));
+  for (const ScheduledSeq& s : plan.seqs) {
+    step.tokens.insert(step.tokens.end(), s.tokens.begin(), s.tokens.end());
+    const LogitRows rows = s.all_logits ? LogitRows::kAll : s.produces_logits ? LogitRows::kLast : LogitRows::kNone;
+    step.seqs.push_back(SeqSlice{&s.block_table, s.pos0, s.n_tokens, rows});
+  }
+  return step;
+}
+
+}  // namespace
+
 const char* finish_kind_name(FinishKind k) {
   switch (k) {
     case FinishKind::kStop: return "stop";
@@ -302,7 +318,7 @@ void EngineCore::collect_prompt_logprobs(Active& a, const ScheduledSeq& s, const
 }
 
 void EngineCore::run_model(const StepPlan& plan) {
-  const Step step = plan.to_step();
+  const Step step = model_step(plan);
   logits_.resize(size_t(step.n_logit_rows() * model_.config().n_vocab));
   model_.forward(step, kv_, logits_.data(), pool_);
 }

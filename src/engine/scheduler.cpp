@@ -6,17 +6,6 @@
 
 namespace moe {
 
-Step StepPlan::to_step() const {
-  Step step;
-  step.tokens.reserve(size_t(n_batched_tokens));
-  for (const ScheduledSeq& s : seqs) {
-    step.tokens.insert(step.tokens.end(), s.tokens.begin(), s.tokens.end());
-    const LogitRows rows = s.all_logits ? LogitRows::kAll : s.produces_logits ? LogitRows::kLast : LogitRows::kNone;
-    step.seqs.push_back(SeqSlice{&s.block_table, s.pos0, s.n_tokens, rows});
-  }
-  return step;
-}
-
 Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks)
     : config_(config), blocks_(blocks) {
   if (config_.max_num_seqs < 1) throw std::invalid_argument("max_num_seqs must be >= 1");

@@ -36,7 +36,6 @@
 #include <vector>
 
 #include "engine/block_manager.h"
-#include "model/model.h"
 
 namespace moe {
 
@@ -99,8 +98,6 @@ struct StepPlan {
   int64_t n_batched_tokens = 0;
   // Nothing for the model to run (kv_loads may still be there).
   bool empty() const { return seqs.empty(); }
-  // The model's view of the plan; its slices point into this plan, which must outlive it.
-  Step to_step() const;
 };
 
 class Scheduler {

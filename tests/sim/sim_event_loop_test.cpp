@@ -1,0 +1,158 @@
+// The event loop on cases worked out by hand, and conservation: every request ends exactly
+// once and every KV block and token goes back.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/results.h"
+#include "sim/simulator.h"
+#include "sim_files.h"
+
+namespace moe::sim {
+namespace {
+
+using testing::kToyHardware;
+using testing::kToyModel;
+using testing::write_config;
+
+SimConfig unified_one(int64_t prompt, int64_t output, int32_t requests) {
+  const std::string text = std::string(kToyHardware) + kToyModel + R"(
+deployment:
+  unified: {instances: 1, devices: 1, max_batched_tokens: 512, max_sequences_per_device: 8, block_size: 16}
+workload:
+  arrival: {closed: 1}
+)" + "  prompt_tokens: {fixed: " + std::to_string(prompt) + "}\n  output_tokens: {fixed: " +
+                           std::to_string(output) + "}\n  requests: " + std::to_string(requests) + "\n";
+  return read_config(write_config("unified_one.yaml", text), {});
+}
+
+// The toy model's step of `n` new tokens after `context` cached ones, worked out from the
+// formulas of docs/simulator.md with every efficiency 1 (seconds).
+double toy_step(double n, double context) {
+  const double peak = 1e12, bw = 1e11, H = 256, layers = 4;
+  const double attn_params = H * 4 * 64 + 2 * H * 2 * 64 + 4 * 64 * H;  // q, k and v, o
+  const double expert = 3 * H * 512, router = H * 8;
+  const double pairs = n * context + n * (n + 1) / 2;
+  const double attention = std::max(pairs * 4 * 4 * 64 / peak, (context + n) * 2 * 2 * 64 * 2 / bw);
+  const double projections = std::max(2 * n * attn_params / peak, attn_params * 2 / bw);
+  const double routing = std::max(2 * n * router / peak, router * 2 / bw);
+  const double touched = 8 * (1 - std::pow(1 - 2.0 / 8, n));  // experts visited by n tokens
+  const double experts = std::max(n * 2 * 2 * expert / peak, touched * expert * 2 / bw);
+  const double lm_head = std::max(2 * 1000 * H / peak, 1000 * H * 2 / bw);
+  return layers * (attention + projections + routing + experts) + lm_head;
+}
+
+TEST(SimEventLoop, OneRequestOneInstanceExactTimes) {
+  const SimConfig c = unified_one(100, 10, 1);
+  const SimResult r = simulate(c);
+  ASSERT_EQ(r.requests.size(), 1u);
+  const SimRequest& q = r.requests[0];
+  const double ttft = toy_step(100, 0);
+  EXPECT_NEAR(q.first_token_s, ttft, 1e-15);
+  // Nine decode steps, at contexts 100 .. 108.
+  double end = ttft;
+  for (int i = 0; i < 9; ++i) end += toy_step(1, 100 + i);
+  EXPECT_NEAR(q.finish_s, end, 1e-15);
+  EXPECT_EQ(r.pools[0].steps, 10);
+  EXPECT_NEAR(r.end_s, end, 1e-15);
+}
+
+TEST(SimEventLoop, ClosedLoopSendsTheNextRequestWhenOneEnds) {
+  const SimConfig c = unified_one(100, 10, 3);
+  const SimResult r = simulate(c);
+  ASSERT_EQ(r.requests.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(r.requests[i].spec.arrival_s, r.requests[i - 1].finish_s);
+    EXPECT_NEAR(r.requests[i].finish_s - r.requests[i].spec.arrival_s, r.requests[0].finish_s, 1e-12);
+  }
+  const Summary s = summarize(c, r);
+  EXPECT_EQ(s.completed, 3);
+  // Output throughput as bench serve counts it: all output tokens over the run.
+  EXPECT_NEAR(to_json(c, r, s)["unified"]["output_tokens_per_s"].get<double>(), 30 / r.end_s, 1e-6);
+}
+
+// A P/D deployment with a decode KV cache small enough that sequences get preempted.
+SimConfig pd_under_pressure(const std::string& policy) {
+  const std::string text = std::string(kToyHardware) + kToyModel + R"(
+deployment:
+  prefill: {instances: 2, devices: 2, max_batched_tokens: 256, max_sequences_per_device: 8, block_size: 16,
+            kv_cache_gib: 0.0005}
+  decode: {instances: 2, devices: 4, max_sequences_per_device: 6, kv_cache_gib: 0.0003}
+  policy: )" + policy + R"(
+workload:
+  arrival: {poisson: 3000}
+  prompt_tokens: {lognormal: {mean: 120, sigma: 0.6}}
+  output_tokens: {uniform: [1, 60]}
+  duration_s: 0.2
+  seed: 3
+slo: {ttft_s: 0.05, tpot_s: 0.001}
+)";
+  return read_config(write_config("pd_" + policy + ".yaml", text), {});
+}
+
+TEST(SimEventLoop, EveryRequestEndsOnceAndKvReturnsToZero) {
+  for (const char* policy : {"cost", "round_robin", "least_load", "power_of_two", "cache_aware"}) {
+    SCOPED_TRACE(policy);
+    const SimConfig c = pd_under_pressure(policy);
+    const SimResult r = simulate(c);
+    ASSERT_GT(r.requests.size(), 300u);
+    int64_t completed = 0, rejected = 0;
+    for (const SimRequest& q : r.requests) {
+      EXPECT_NE(q.rejected, q.finish_s >= 0) << "request " << q.id << " must end exactly one way";
+      if (q.rejected) {
+        ++rejected;
+        continue;
+      }
+      ++completed;
+      EXPECT_GE(q.first_token_s, q.spec.arrival_s);
+      EXPECT_GE(q.finish_s, q.first_token_s);
+      EXPECT_GE(q.prefill_view, 0);
+      EXPECT_GE(q.decode_view, 0);
+    }
+    const Summary s = summarize(c, r);
+    EXPECT_EQ(s.completed, completed);
+    EXPECT_EQ(s.rejected, rejected);
+    EXPECT_EQ(completed + rejected, int64_t(r.requests.size()));
+    EXPECT_GT(s.preemptions, 0) << "the decode cache was meant to overflow";
+    EXPECT_EQ(r.blocks_in_use_at_end, 0);
+    EXPECT_EQ(r.sequences_at_end, 0);
+    EXPECT_NEAR(r.decode_kv_tokens_at_end, 0, 1e-6);
+    EXPECT_EQ(r.block_check, "");
+  }
+}
+
+TEST(SimEventLoop, PromptsLargerThanARankAreRejectedAtOnce) {
+  const std::string text = std::string(kToyHardware) + kToyModel + R"(
+deployment:
+  unified: {instances: 1, devices: 1, max_sequences_per_device: 4, kv_cache_gib: 0.0001, block_size: 16}
+workload:
+  arrival: {closed: 2}
+  prompt_tokens: {uniform: [10, 400]}
+  output_tokens: {fixed: 4}
+  requests: 40
+)";
+  const SimConfig c = read_config(write_config("reject.yaml", text), {});
+  const SimResult r = simulate(c);
+  int64_t rejected = 0;
+  for (const SimRequest& q : r.requests) {
+    const bool too_big = q.spec.prompt_tokens + q.spec.output_tokens > r.pools[0].kv_capacity_tokens_per_rank;
+    EXPECT_EQ(q.rejected, too_big) << q.spec.prompt_tokens;
+    rejected += q.rejected;
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_EQ(int64_t(r.requests.size()), 40);
+  EXPECT_EQ(r.blocks_in_use_at_end, 0);
+}
+
+TEST(SimEventLoop, SameConfigSameResult) {
+  const SimConfig c = pd_under_pressure("power_of_two");
+  const SimResult a = simulate(c), b = simulate(c);
+  ASSERT_EQ(a.requests.size(), b.requests.size());
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    EXPECT_EQ(a.requests[i].finish_s, b.requests[i].finish_s);
+    EXPECT_EQ(a.requests[i].decode_view, b.requests[i].decode_view);
+  }
+}
+
+}  // namespace
+}  // namespace moe::sim

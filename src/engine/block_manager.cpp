@@ -7,8 +7,8 @@
 
 namespace moe {
 
-BlockManager::BlockManager(int32_t n_blocks, int32_t block_size)
-    : n_blocks_(n_blocks), block_size_(block_size), blocks_(size_t(std::max(n_blocks, 0))) {
+BlockManager::BlockManager(int32_t n_blocks, int32_t block_size, bool prefix_caching)
+    : n_blocks_(n_blocks), block_size_(block_size), blocks_(size_t(std::max(n_blocks, 0))), prefix_caching_(prefix_caching) {
   if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("BlockManager: n_blocks and block_size must be positive");
   // Pushed in reverse so that blocks are handed out 0, 1, 2, ...: deterministic tables.
   free_.reserve(size_t(n_blocks));
@@ -146,6 +146,7 @@ void BlockManager::commit_full_blocks(SeqId seq, const std::vector<int32_t>& tok
   Seq& s = it->second;
   if (int64_t(tokens.size()) > s.n_tokens)
     throw std::invalid_argument("BlockManager::commit_full_blocks: more tokens than positions reserved");
+  if (!prefix_caching_) return;
   const size_t n_full = tokens.size() / size_t(block_size_);
   for (size_t i = s.hashes.size(); i < n_full; ++i) {
     const uint64_t parent = i == 0 ? kRootParentHash : s.hashes[i - 1];

@@ -44,7 +44,10 @@ class BlockManager {
  public:
   using SeqId = int64_t;
 
-  BlockManager(int32_t n_blocks, int32_t block_size);
+  // prefix_caching false: full blocks are never registered, so nothing is ever shared or
+  // kept evictable (what a server without prefix caching does, and what the cluster
+  // simulator uses when every prompt is unique).
+  BlockManager(int32_t n_blocks, int32_t block_size, bool prefix_caching = true);
 
   int32_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
@@ -155,6 +158,7 @@ class BlockManager {
   std::unordered_map<SeqId, Seq> seqs_;
   uint64_t prefix_queries_ = 0, prefix_hits_ = 0;
   bool recording_ = false;
+  bool prefix_caching_ = true;
   std::vector<kv_events::KvEvent> events_;
 };
 

@@ -12,6 +12,32 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }
 
+StepBreakdown& StepBreakdown::operator+=(const StepBreakdown& o) {
+  total += o.total;
+  dense_layers += o.dense_layers;
+  moe_layers += o.moe_layers;
+  experts += o.experts;
+  comm += o.comm;
+  lm_head += o.lm_head;
+  draft += o.draft;
+  overhead += o.overhead;
+  return *this;
+}
+
+StepBreakdown StepBreakdown::scaled(double f) const {
+  StepBreakdown s;
+  s += *this;
+  s.total *= f;
+  s.dense_layers *= f;
+  s.moe_layers *= f;
+  s.experts *= f;
+  s.comm *= f;
+  s.lm_head *= f;
+  s.draft *= f;
+  s.overhead *= f;
+  return s;
+}
+
 CostModel::CostModel(const SimConfig& config, const PoolConfig& pool, Phase phase, std::vector<double> layer_imbalance)
     : c_(config), pool_(pool), phase_(phase), imbalance_(std::move(layer_imbalance)) {
   wbytes_ = c_.precision.weight_bytes();

@@ -46,6 +46,8 @@ enum class Phase { prefill, decode, unified };
 struct StepBreakdown {
   double total = 0;
   double dense_layers = 0, moe_layers = 0, experts = 0, comm = 0, lm_head = 0, draft = 0, overhead = 0;
+  StepBreakdown& operator+=(const StepBreakdown& o);
+  StepBreakdown scaled(double f) const;
 };
 
 class CostModel {

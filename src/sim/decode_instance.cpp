@@ -118,7 +118,9 @@ std::optional<double> DecodeInstance::start_step(std::vector<SimRequest>& reques
   if (!any) return std::nullopt;
   stepping_ = true;
   step_start_ = now;
-  return cost_.step_seconds(batches_);
+  const StepBreakdown b = cost_.step(batches_);
+  step_sum_ += b;
+  return b.total;
 }
 
 void DecodeInstance::finish_step(std::vector<SimRequest>& requests, double now, std::vector<int64_t>& finished,

@@ -49,6 +49,8 @@ class DecodeInstance {
   double kv_tokens_in_use() const;
   int64_t sequences_held() const;
   double busy_s() const { return busy_s_; }
+  // Summed over the steps taken: divide by steps() for the mean step.
+  const StepBreakdown& step_sum() const { return step_sum_; }
   int64_t steps() const { return step_; }
   double running_sum() const { return running_sum_; }  // sum over steps of running sequences
   // When the rank's link is next free for an incoming KV pull, and its reservation.
@@ -92,6 +94,7 @@ class DecodeInstance {
   std::vector<RankBatch> batches_;
   int64_t step_ = 0;
   bool stepping_ = false;
+  StepBreakdown step_sum_;
   double step_start_ = 0, busy_s_ = 0, running_sum_ = 0;
 };
 

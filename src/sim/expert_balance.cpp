@@ -29,7 +29,7 @@ ExpertBalance expert_balance(const ModelShape& model, const PoolConfig& pool, in
     if (trace.steps < 2) fail("{}: the expert-load trace needs at least 2 steps (plan on half, score on half)", trace_file);
   } else {
     placement::TraceGenOptions g;
-    g.steps = 16;
+    g.steps = 8;
     g.layers = layers;
     g.experts = model.experts;
     g.top_k = int32_t(model.experts_per_token);

@@ -93,6 +93,10 @@ nlohmann::json to_json(const SimConfig& c, const SimResult& res, const Summary& 
     b["weight_gib_per_device"] = p.weight_gib_per_device;
     b["utilisation"] = p.busy_fraction;
     b["steps"] = p.steps;
+    const StepBreakdown& m = p.mean_step;
+    b["mean_step_s"] = {{"total", m.total}, {"dense_layers", m.dense_layers}, {"moe_layers", m.moe_layers},
+                        {"experts", m.experts}, {"comm", m.comm}, {"lm_head", m.lm_head}, {"mtp_draft", m.draft},
+                        {"overhead", m.overhead}};
     b["expert_balance"] = {{"planner", p.balance.planner}, {"balance", p.balance.balance},
                            {"max_layer_imbalance", p.balance.imbalance.empty() ? 1.0
                                : *std::max_element(p.balance.imbalance.begin(), p.balance.imbalance.end())}};
@@ -138,6 +142,13 @@ std::string to_table(const SimConfig& c, const SimResult& res, const Summary& s)
     out += fmt::format("{:<9} {:>5} {:>7} {:>7.1f} {:>14.1f} {:>12.1f} {:>12.1f} {:>6.0f}% {:>9.3f}\n",
                        p.name + (p.name == "prefill" ? " in" : " out"), p.instances, p.devices, p.nodes, tokens / window,
                        tokens / window / p.devices, tokens / window / p.nodes, 100 * p.busy_fraction, p.balance.balance);
+  }
+  for (const PoolResult& p : res.pools) {
+    const StepBreakdown& m = p.mean_step;
+    out += fmt::format("{} mean step {:.2f} ms: dense layers {:.2f}, MoE layers {:.2f} (experts {:.2f}, all-to-all {:.2f}), "
+                       "LM head {:.2f}, MTP {:.2f}, overhead {:.2f}\n",
+                       p.name, m.total * 1e3, m.dense_layers * 1e3, m.moe_layers * 1e3, m.experts * 1e3, m.comm * 1e3,
+                       m.lm_head * 1e3, m.draft * 1e3, m.overhead * 1e3);
   }
   out += fmt::format("requests: {} arrived, {} completed, {} rejected, {} preemptions\n", s.arrived, s.completed,
                      s.rejected, s.preemptions);

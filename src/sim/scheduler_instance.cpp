@@ -7,7 +7,7 @@
 
 namespace moe::sim {
 
-SchedulerInstance::SchedulerInstance(const CostModel& cost, bool unified, int32_t first_view, bool record_kv_events)
+SchedulerInstance::SchedulerInstance(const CostModel& cost, bool unified, int32_t first_view, bool shared_prefixes)
     : cost_(cost), unified_(unified), first_view_(first_view) {
   const PoolConfig& pool = cost.pool();
   const int64_t blocks = cost.kv_capacity_tokens() / pool.block_size;
@@ -17,8 +17,8 @@ SchedulerInstance::SchedulerInstance(const CostModel& cost, bool unified, int32_
   config.max_num_seqs = pool.max_sequences_per_rank();
   for (int32_t r = 0; r < pool.attention_dp; ++r) {
     ranks_.push_back(std::make_unique<Rank>(int32_t(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max())),
-                                            pool.block_size, config));
-    if (record_kv_events) ranks_.back()->blocks.record_events();
+                                            pool.block_size, shared_prefixes, config));
+    if (shared_prefixes) ranks_.back()->blocks.record_events();
   }
   batches_.resize(ranks_.size());
 }
@@ -84,7 +84,9 @@ std::optional<double> SchedulerInstance::start_step(std::vector<SimRequest>& req
   if (!any) return std::nullopt;
   stepping_ = true;
   step_start_ = now;
-  return cost_.step_seconds(batches_);
+  const StepBreakdown b = cost_.step(batches_);
+  step_sum_ += b;
+  return b.total;
 }
 
 void SchedulerInstance::finish_step(std::vector<SimRequest>& requests, double now, StepEvents& out) {

@@ -28,8 +28,10 @@ struct StepEvents {
 
 class SchedulerInstance {
  public:
-  // The instance's ranks are routing views first_view .. first_view + ranks - 1.
-  SchedulerInstance(const CostModel& cost, bool unified, int32_t first_view, bool record_kv_events);
+  // The instance's ranks are routing views first_view .. first_view + ranks - 1. Without
+  // shared prefixes every prompt is unique, so prefix caching (and its KV events) is off:
+  // it could never hit, and would only cost the simulation time.
+  SchedulerInstance(const CostModel& cost, bool unified, int32_t first_view, bool shared_prefixes);
 
   int32_t ranks() const { return int32_t(ranks_.size()); }
   int32_t first_view() const { return first_view_; }
@@ -51,13 +53,15 @@ class SchedulerInstance {
   int64_t blocks_in_use() const;
   int64_t sequences_held() const;
   double busy_s() const { return busy_s_; }
+  // Summed over the steps taken: divide by steps() for the mean step.
+  const StepBreakdown& step_sum() const { return step_sum_; }
   int64_t steps() const { return steps_; }
   std::string check_blocks() const;  // BlockManager::validate of every rank
 
  private:
   struct Rank {
-    Rank(int32_t n_blocks, int32_t block_size, const SchedulerConfig& config)
-        : blocks(n_blocks, block_size), scheduler(config, blocks) {}
+    Rank(int32_t n_blocks, int32_t block_size, bool prefix_caching, const SchedulerConfig& config)
+        : blocks(n_blocks, block_size, prefix_caching), scheduler(config, blocks) {}
     BlockManager blocks;
     Scheduler scheduler;
     routing::PrefillLatencyModel latency;
@@ -74,6 +78,7 @@ class SchedulerInstance {
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<RankBatch> batches_;
   bool stepping_ = false;
+  StepBreakdown step_sum_;
   double step_start_ = 0, busy_s_ = 0;
   int64_t steps_ = 0;
 };

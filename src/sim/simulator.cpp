@@ -187,8 +187,11 @@ class Simulation {
       reject(r, fmt::format("{} tokens exceed the {} KV tokens of a decode rank", whole, decode_cost_->kv_capacity_tokens()));
       return;
     }
+    // Behind requests already waiting for an instance it waits too: the queue is routed
+    // again when an instance's load falls, so an arrival need not re-sort it.
+    const bool waiting = !prefill_queue_.empty();
     prefill_queue_.push_back(id);
-    route_prefills();
+    if (!waiting) route_prefills();
   }
 
   routing::RoutingRequest routing_request(const SimRequest& r) const {
@@ -380,10 +383,13 @@ class Simulation {
   PoolResult front_result() const {
     PoolResult r = pool_result(unified_ ? "unified" : "prefill", *front_cost_, front_balance_);
     double busy = 0;
+    StepBreakdown sum;
     for (const auto& p : front_) {
       busy += p->busy_s();
       r.steps += p->steps();
+      sum += p->step_sum();
     }
+    r.mean_step = sum.scaled(r.steps > 0 ? 1.0 / double(r.steps) : 0);
     r.busy_fraction = now_ > 0 ? busy / (now_ * double(front_.size())) : 0;
     r.input_tokens = front_input_;
     r.output_tokens = front_output_;
@@ -393,11 +399,14 @@ class Simulation {
   PoolResult decode_result() const {
     PoolResult r = pool_result("decode", *decode_cost_, decode_balance_);
     double busy = 0, running = 0;
+    StepBreakdown sum;
     for (const auto& d : decode_) {
       busy += d->busy_s();
       r.steps += d->steps();
       running += d->running_sum();
+      sum += d->step_sum();
     }
+    r.mean_step = sum.scaled(r.steps > 0 ? 1.0 / double(r.steps) : 0);
     r.busy_fraction = now_ > 0 ? busy / (now_ * double(decode_.size())) : 0;
     r.mean_running_per_rank = r.steps > 0 ? running / double(r.steps) / double(decode_cost_->ranks()) : 0;
     r.output_tokens = decode_output_ + front_output_;

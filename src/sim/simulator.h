@@ -32,6 +32,7 @@ struct PoolResult {
   int64_t steps = 0;
   double input_tokens = 0, output_tokens = 0;  // within the measurement window
   ExpertBalance balance;
+  StepBreakdown mean_step;  // the mean step's time and where it went
 };
 
 struct SimResult {

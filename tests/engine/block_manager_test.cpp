@@ -128,6 +128,21 @@ TEST(BlockManager, FullyCachedPromptKeepsItsLastBlockPrivate) {
   expect_consistent(bm);
 }
 
+TEST(BlockManager, WithoutPrefixCachingNothingIsSharedOrKept) {
+  BlockManager bm(8, 4, false);
+  const std::vector<int32_t> prompt = iota_tokens(9);
+  ASSERT_EQ(bm.allocate_with_prefix(1, prompt), 0);
+  bm.commit_full_blocks(1, prompt);
+  ASSERT_EQ(bm.allocate_with_prefix(2, prompt), 0);
+  EXPECT_EQ(bm.n_used(), 6);
+  bm.free(1);
+  bm.free(2);
+  EXPECT_EQ(bm.n_evictable(), 0);
+  EXPECT_EQ(bm.n_free(), 8);
+  EXPECT_EQ(bm.prefix_hits(), 0u);
+  expect_consistent(bm);
+}
+
 TEST(BlockManager, FreedCachedPrefixIsReusedAndCountedAsHit) {
   BlockManager bm(8, 4);
   const std::vector<int32_t> prompt = iota_tokens(9);

@@ -126,7 +126,7 @@ nlohmann::json to_json(const SimConfig& c, const SimResult& res, const Summary& 
   j["simulation"] = {{"simulated_s", res.end_s}, {"wall_s", res.wall_s}, {"events", res.events},
                      {"simulated_per_wall", res.wall_s > 0 ? res.end_s / res.wall_s : 0.0}};
   j["at_end"] = {{"prefill_blocks_in_use", res.blocks_in_use_at_end}, {"decode_kv_tokens", res.decode_kv_tokens_at_end},
-                 {"sequences", res.sequences_at_end}};
+                 {"sequences", res.sequences_at_end}, {"stalled_requests", res.stalled}};
   return j;
 }
 

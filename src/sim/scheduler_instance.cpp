@@ -74,10 +74,12 @@ std::optional<double> SchedulerInstance::start_step(std::vector<SimRequest>& req
       if (r.prefill_start_s < 0) r.prefill_start_s = now;
       auto left = k.prefill_left.find(s.id);
       if (left != k.prefill_left.end()) {
-        const int64_t done = std::min(left->second, s.n_tokens);
-        left->second -= done;
-        k.queued_prefill_tokens -= done;
-        if (left->second == 0) k.prefill_left.erase(left);
+        // Positions a prefix-cache hit skipped count as done too.
+        const int64_t prompt = r.uncached_tokens() + (k.generated.count(s.id) ? k.generated[s.id] : 0);
+        const int64_t now_left = std::clamp<int64_t>(prompt - (s.pos0 + s.n_tokens), 0, left->second);
+        k.queued_prefill_tokens -= left->second - now_left;
+        left->second = now_left;
+        if (now_left == 0) k.prefill_left.erase(left);
       }
     }
   }

@@ -132,6 +132,12 @@ class Simulation {
       out.decode_kv_tokens_at_end += d->kv_tokens_in_use();
       out.sequences_at_end += d->sequences_held();
     }
+    for (SimRequest& r : requests_) {
+      if (r.done()) continue;
+      r.rejected = true;
+      r.reject_reason = "still waiting when nothing was left to happen";
+      ++out.stalled;
+    }
     out.requests = std::move(requests_);
     return out;
   }

@@ -46,7 +46,10 @@ struct SimResult {
   // What is still held once every request has ended: all zero in a consistent run.
   int64_t blocks_in_use_at_end = 0, sequences_at_end = 0;
   double decode_kv_tokens_at_end = 0;
-  std::string block_check;  // BlockManager::validate of every rank, "" when consistent
+  std::string block_check;
+  // Requests that never ended because nothing was left to happen (a stalled deployment);
+  // they are counted as rejected too.
+  int64_t stalled = 0;  // BlockManager::validate of every rank, "" when consistent
 };
 
 SimResult simulate(const SimConfig& config, const std::vector<TracedRequest>& trace = {});

@@ -118,6 +118,7 @@ TEST(SimEventLoop, EveryRequestEndsOnceAndKvReturnsToZero) {
     EXPECT_EQ(r.sequences_at_end, 0);
     EXPECT_NEAR(r.decode_kv_tokens_at_end, 0, 1e-6);
     EXPECT_EQ(r.block_check, "");
+    EXPECT_EQ(r.stalled, 0);
   }
 }
 

@@ -6,11 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "checkpoint/hf_config.h"
 #include "cli/commands.h"
+#include "cli/sim_model_file.h"
 #include "core/error.h"
-#include "model/gguf.h"
-#include "model/model_config.h"
 #include "sim/results.h"
 #include "sim/simulator.h"
 #include "sim/svg_chart.h"
@@ -18,40 +16,6 @@
 
 namespace moe::cli {
 namespace {
-
-// The simulator's shape of a model file moengine loads, from its metadata alone.
-sim::ModelShape shape_of(const ModelConfig& m, const std::string& path, int64_t mtp_layers) {
-  sim::ModelShape s;
-  s.name = m.name.empty() ? std::filesystem::path(path).filename().string() : m.name;
-  s.source = path;
-  s.vocab = m.n_vocab;
-  s.hidden = m.n_embd;
-  s.layers = m.n_layer;
-  s.dense_layers = m.arch == Arch::Deepseek2 ? m.n_dense_lead : 0;
-  s.dense_ff = m.n_ff_dense;
-  if (m.arch == Arch::Deepseek2) {
-    s.attention = {sim::AttentionKind::mla, m.n_head, 0, 0, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_dim, m.qk_rope_dim, m.v_head_dim};
-  } else {
-    s.attention = {sim::AttentionKind::gqa, m.n_head, m.n_head_kv, m.head_dim, 0, 0, 0, 0, 0};
-  }
-  s.experts = m.gating.n_experts;
-  s.experts_per_token = m.gating.n_used;
-  s.shared_experts = m.n_shared_experts;
-  s.expert_ff = m.n_ff_expert;
-  s.groups = std::max(1, m.gating.n_group);
-  s.groups_per_token = std::max(1, m.gating.topk_group);
-  s.mtp_layers = mtp_layers;
-  return s;
-}
-
-sim::ModelShape read_model_file(const std::string& kind, const std::string& path) {
-  if (kind == "gguf") {
-    const GgufFile file(path);
-    return shape_of(ModelConfig::from_gguf(file), path, 0);
-  }
-  const HfModelConfig hf = read_hf_config(path);
-  return shape_of(hf.config, path, hf.n_mtp_layers);
-}
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -101,6 +65,7 @@ void register_sim(CLI::App& app) {
   cmd->add_option("--json", *json, "Also write the results as JSON to this file ('-': stdout, instead of the table)");
   cmd->add_option("--svg", *svg, "Write charts of latency over the run into this directory");
 
+  CLI::App* calibrate = register_sim_calibrate(*cmd);
   CLI::App* sw = cmd->add_subcommand("sweep", "Simulate once per value of one or two fields; the best per device under the SLOs");
   auto sw_config = std::make_shared<std::string>();
   auto varies = std::make_shared<std::vector<std::string>>();
@@ -129,7 +94,7 @@ void register_sim(CLI::App& app) {
   });
 
   cmd->callback([=] {
-    if (cmd->got_subcommand(sw)) return;
+    if (cmd->got_subcommand(sw) || cmd->got_subcommand(calibrate)) return;
     if (config->empty()) fail("sim: --config is required (or use `moengine sim sweep`)");
     const sim::SimConfig c = sim::read_config(*config, read_model_file);
     const sim::SimResult r = sim::simulate(c, trace_of(c));

@@ -17,6 +17,7 @@ void register_convert(CLI::App& app);
 void register_proxy(CLI::App& app);
 void register_launch(CLI::App& app);
 void register_sim(CLI::App& app);
+CLI::App* register_sim_calibrate(CLI::App& sim);  // moengine sim calibrate, under `sim`
 
 inline void register_commands(CLI::App& app) {
   register_gen_model(app);

@@ -67,6 +67,7 @@ void run(const CalibrateArgs& a) {
 
   const sim::Calibration c = sim::calibrate(in);
   const sim::Hardware& h = c.hardware;
+  const std::string gemm = in.precision.compute_type();
   std::string table = fmt::format("{:<28} {:<18} {:>12} {:>12} {:>8}\n", "bench", "measurement", "measured ms", "predicted ms", "error");
   for (const sim::FitRow& r : c.rows)
     table += fmt::format("{:<28} {:<18} {:>12.3f} {:>12.3f} {:>+7.1f}%\n", fs::path(r.run).filename().string(), r.label,
@@ -74,11 +75,11 @@ void run(const CalibrateArgs& a) {
   const std::string figures = fmt::format(
       "{}: {}\n"
       "model {} (weights {}, activations {}, KV {}); {} evaluations, rms log error {:.1f}%\n"
-      "int8 GEMMs {:.1f} GOP/s ({:.0f} peak x {:.3f}); f32 attention {:.1f} GFLOP/s ({:.0f} peak x {:.3f})\n"
+      "{} GEMMs {:.1f} GOP/s ({:.0f} peak x {:.3f}); f32 attention {:.1f} GFLOP/s ({:.0f} peak x {:.3f})\n"
       "memory {:.1f} GB/s x {:.3f} (weights), x {:.3f} (attention KV reads)\n"
       "overhead {:.2f} us per layer, {:.1f} us per step; KV link {:.2f} GB/s + {:.1f} us\n",
       h.name, h.description, in.model.name, in.precision.weights, in.precision.activations, in.precision.kv_cache, c.evaluations,
-      100 * c.rms_log_error, h.flops.at("int8") * h.efficiency.gemm / 1e9, h.flops.at("int8") / 1e9, h.efficiency.gemm,
+      100 * c.rms_log_error, gemm, h.flops.at(gemm) * h.efficiency.gemm / 1e9, h.flops.at(gemm) / 1e9, h.efficiency.gemm,
       h.flops.at("f32") * h.efficiency.attention_compute / 1e9, h.flops.at("f32") / 1e9, h.efficiency.attention_compute,
       h.mem_bw / 1e9, h.efficiency.memory, h.efficiency.attention_memory, h.layer_overhead_s * 1e6, h.step_overhead_s * 1e6,
       h.scale_up.bw / 1e9, h.scale_up.latency_s * 1e6);

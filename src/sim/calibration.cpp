@@ -319,22 +319,30 @@ Calibration calibrate(const CalibrationInput& in) {
   hw.mem_bw = bw_sum / double(in.runs.size());
   hw.mem_gib = in.cpu.mem_gib > 0 ? in.cpu.mem_gib : 16;
   hw.flops = {{"int8", peaks.int8}, {"f32", peaks.f32}};
+  // The cost model runs the weight GEMMs at the activations' type (int8 for quantized
+  // weights, f32 for f32 ones) and attention at f32.
+  const std::string gemm_type = in.precision.compute_type();
+  if (!hw.flops.count(gemm_type))
+    fail("calibrate: activations {} compute in {}, which a CPU profile does not fit (int8 or f32)", in.precision.activations,
+         gemm_type);
+  const double gemm_peak = hw.flops.at(gemm_type);
   const Link link = in.kv_link ? in.kv_link->link : default_kv_link();
   hw.scale_up = hw.scale_out = link;
   hw.efficiency.scale_up = hw.efficiency.scale_out = 1;
 
-  // x: log effective int8 FLOP/s, log effective f32 FLOP/s, log eff.memory, log
+  // x: log effective GEMM FLOP/s, log effective attention FLOP/s, log eff.memory, log
   // eff.attention_memory, log layer_us, log step_us.
   const std::vector<double> lo = {std::log(1e9), std::log(1e8), std::log(0.02), std::log(0.02), std::log(0.01), std::log(0.01)};
-  const std::vector<double> hi = {std::log(2 * peaks.int8), std::log(2 * peaks.f32), 0, 0, std::log(5000), std::log(1e5)};
+  const std::vector<double> hi = {std::log(2 * gemm_peak), std::log(2 * peaks.f32), 0, 0, std::log(5000), std::log(1e5)};
   Predictor pred(in.model, in.precision, hw);
   auto apply = [&](const std::vector<double>& x, Hardware& h) {
-    const double int8 = std::exp(x[0]), f32 = std::exp(x[1]);
+    const double gemm = std::exp(x[0]), attention = std::exp(x[1]);
     // A peak the fit finds exceeded is raised to what was reached (efficiency 1).
-    h.flops["int8"] = std::max(peaks.int8, int8);
-    h.flops["f32"] = std::max(peaks.f32, f32);
-    h.efficiency.gemm = int8 / h.flops["int8"];
-    h.efficiency.attention_compute = f32 / h.flops["f32"];
+    h.flops = {{"int8", peaks.int8}, {"f32", peaks.f32}};
+    h.flops[gemm_type] = std::max(h.flops[gemm_type], gemm);
+    h.flops["f32"] = std::max(h.flops["f32"], attention);
+    h.efficiency.gemm = gemm / h.flops[gemm_type];
+    h.efficiency.attention_compute = attention / h.flops["f32"];
     h.efficiency.memory = std::exp(x[2]);
     h.efficiency.attention_memory = std::exp(x[3]);
     h.layer_overhead_s = std::exp(x[4]) * 1e-6;
@@ -355,7 +363,7 @@ Calibration calibrate(const CalibrationInput& in) {
   // A few starts across the box, each polished by restarts from where it ended.
   const std::array<std::array<double, 2>, 3> starts = {{{0.3, 0.3}, {0.1, 0.6}, {0.6, 0.1}}};
   for (const auto& s : starts) {
-    std::vector<double> x = {std::log(s[0] * peaks.int8), std::log(s[1] * peaks.f32), std::log(0.7), std::log(0.5), std::log(20),
+    std::vector<double> x = {std::log(s[0] * gemm_peak), std::log(s[1] * peaks.f32), std::log(0.7), std::log(0.5), std::log(20),
                              std::log(200)};
     for (int restart = 0; restart < 3; ++restart) x = nelder_mead(objective, x, lo, hi, restart == 0 ? 0.7 : 0.2, evals + 3000, evals);
     const double v = objective(x);
@@ -380,7 +388,7 @@ Calibration calibrate(const CalibrationInput& in) {
   h.description = fmt::format("{}, {} threads (this machine's CPU as one device), calibrated on {} from `moengine bench model` runs",
                               in.cpu.model, threads, in.model.name);
   h.sources["devices_per_node"] = "one CPU: the device is the machine's cores at the benches' thread count";
-  h.sources["flops"] = peaks.how + (h.flops["int8"] > peaks.int8 || h.flops["f32"] > peaks.f32 ? " (raised to the fitted figure, which exceeded it)" : "");
+  h.sources["flops"] = peaks.how + (h.flops[gemm_type] > gemm_peak || h.flops["f32"] > peaks.f32 ? " (raised to the fitted figure, which exceeded it)" : "");
   std::vector<std::string> bws;
   for (const BenchModelRun& r : in.runs) bws.push_back(fmt::format("{:.1f}", r.memory_bandwidth / kGB));
   h.sources["mem_bw"] = fmt::format("`moengine bench model` memory_bandwidth_gbps (a 1 GiB buffer read, mean beside the tg runs) "

@@ -6,7 +6,8 @@
 // precision: a pp run is one prefill of N tokens from an empty cache (one sequence), a tg
 // run N decode steps of one sequence at contexts 0 .. N-1 (their mean), a --batch run B
 // sequences stepping together at contexts C + i, i = 0 .. tg-1 (the mean step). The fit
-// chooses the effective int8 GEMM throughput (flops x efficiency.gemm), the effective f32
+// chooses the effective GEMM throughput at the model's compute type (int8 for quantized
+// weights, f32 for f32 ones: flops x efficiency.gemm), the effective f32
 // attention throughput (flops x efficiency.attention_compute), efficiency.memory and
 // efficiency.attention_memory (of mem_bw, the 1 GiB buffer read bandwidth bench model
 // measured), overhead.layer_us and overhead.step_us, minimising the squared log error of

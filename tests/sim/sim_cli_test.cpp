@@ -87,6 +87,39 @@ TEST_F(SimCli, SweepPrintsTheBestPerDeviceAndDrawsCharts) {
   EXPECT_TRUE(std::filesystem::file_size(dir() + "/sweep/latency.svg") > 1000);
 }
 
+TEST_F(SimCli, CalibratesAProfileFromBenchModelThatSimReads) {
+  const std::string model = dir() + "/tiny.gguf", bench = dir() + "/bench.json";
+  Result r = moe::testing::run_command(moe::testing::moengine_bin() + " bench model --model " + model +
+                                       " --pp 32 --tg 8 --reps 1 --threads 1 --batch 1,4 --batch-context 16 --json > " + bench +
+                                       " 2>/dev/null");
+  ASSERT_EQ(r.status, 0);
+  const std::string profile = dir() + "/profiles/hardware/cpu-test.yaml";
+  r = moe::testing::run_moengine("sim calibrate --model " + model + " --bench " + bench + " --out " + profile);
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* row : {"pp32", "tg8", "batch 1 @ 16", "batch 4 @ 16", "rms log error", "GEMMs"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  r = moe::testing::run_moengine("sim calibrate --model " + model + " --print-precision");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string precision = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(precision, "{weights: f32, activations: f32, kv_cache: f32}");
+  const std::string config = write("cpu.yaml", "hardware: cpu-test\nmodel: {gguf: tiny.gguf}\nprecision: " + precision +
+                                                   "\ndeployment:\n  unified: {instances: 1, devices: 1, kv_cache_gib: 1}\n"
+                                                   "workload:\n  arrival: {closed: 2}\n  prompt_tokens: {fixed: 32}\n"
+                                                   "  output_tokens: {fixed: 8}\n  requests: 6\n");
+  r = moe::testing::run_command("MOENGINE_SIM_PROFILES=" + dir() + "/profiles " + moe::testing::moengine_bin() + " sim --config " +
+                                config + " --json - 2>&1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["requests"]["completed"], 6);
+  EXPECT_GT(j["unified"]["output_tokens_per_s"].get<double>(), 0);
+  r = moe::testing::run_moengine("sim calibrate --model " + model + " --bench " + config);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("cpu.yaml: not valid JSON"), std::string::npos) << r.out;
+  r = moe::testing::run_moengine("sim calibrate --model " + model + " --bench " + write("empty.json", "{}"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("empty.json: not a `moengine bench model --json` result: no number `threads`"), std::string::npos) << r.out;
+}
+
 TEST_F(SimCli, BadInputGetsAClearError) {
   std::string text = kDeployment;
   text.replace(text.find("policy: cost"), 12, "policy: fastest");

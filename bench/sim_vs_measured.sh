@@ -20,14 +20,16 @@
 #    THREADS/2 threads each, KV over KV_TRANSPORT, behind `moengine proxy`, at
 #    PD_CONCURRENCY. Each server is started fresh and stopped after its run.
 # 3. Prediction: for each case a sim config with the same deployment settings and a closed
-#    loop of c clients sending the same number of requests of the same lengths;
+#    loop of c clients sending the same number of requests of the same lengths, pausing
+#    between requests as long as bench serve's clients were measured to (tens of us: enough
+#    to break the ties of requests answered in the same step, as they break in the server);
 #    `moengine sim --json`.
 # Prints case, measured, predicted and error for output tokens/s, TTFT p50 and TPOT p50, and
 # exits 1 when any error exceeds TOLERANCE percent (all rows are printed first).
 #
 # env: MODEL (models/mid-q8_0.gguf, generated when missing), CALIB_MODEL (MODEL),
 #      INPUT_LEN (256), OUTPUT_LEN (64), CONCURRENCY ("1 4 16"), PD_CONCURRENCY (4; "" skips
-#      1P1D), PROMPTS_PER_C (3), MIN_PROMPTS (8), THREADS (the cores: nproc), TG (64),
+#      1P1D), PROMPTS_PER_C (8), MIN_PROMPTS (8), THREADS (the cores: nproc), TG (64),
 #      BATCHES (1,4,16), KV_TRANSPORT (ucx), TOLERANCE (15), MOENGINE (build/moengine),
 #      READY_TIMEOUT (600 s for a server to load the model).
 # Servers listen on ports the OS picks (--port 0), on 127.0.0.1.
@@ -40,7 +42,7 @@ INPUT_LEN=${INPUT_LEN:-256}
 OUTPUT_LEN=${OUTPUT_LEN:-64}
 CONCURRENCY=${CONCURRENCY:-"1 4 16"}
 PD_CONCURRENCY=${PD_CONCURRENCY-4}
-PROMPTS_PER_C=${PROMPTS_PER_C:-3}
+PROMPTS_PER_C=${PROMPTS_PER_C:-8}
 MIN_PROMPTS=${MIN_PROMPTS:-8}
 THREADS=${THREADS:-$(nproc)}
 TG=${TG:-64}
@@ -182,6 +184,15 @@ pool="{instances: 1, devices: 1, max_batched_tokens: $MAX_BATCHED_TOKENS, max_se
 for entry in "${CASES[@]}"; do
   IFS=: read -r name c n <<<"$entry"
   cfg=$OUT_DIR/sim/$name.yaml
+  # The clients' pause between an answer and their next request, as measured: the mean gap
+  # from each request's end to the next start after it (at least 1 us).
+  think=$(node -e '
+    const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")), c = Number(process.argv[2]);
+    const ends = m.start_times.map((s, i) => s + m.e2els[i]).sort((a, b) => a - b);
+    const starts = [...m.start_times].sort((a, b) => a - b);
+    let sum = 0, n = 0;
+    for (let i = c; i < starts.length; ++i) { sum += Math.max(0, starts[i] - ends[i - c]); ++n; }
+    console.log(Math.max(1e-6, n ? sum / n : 0).toExponential(3));' "$OUT_DIR/serve/$name.json" "$c")
   if [[ $name == unified* ]]; then
     hw=cpu-local
     deployment="  unified: $pool"
@@ -199,7 +210,7 @@ precision: $PRECISION
 deployment:
 $deployment
 workload:
-  arrival: {closed: $c}
+  arrival: {closed: {clients: $c, think_s: $think}}
   prompt_tokens: {fixed: $INPUT_LEN}
   output_tokens: {fixed: $OUTPUT_LEN}
   requests: $n

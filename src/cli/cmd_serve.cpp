@@ -4,6 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
+#include "cli/rank_addresses.h"
 #include "core/error.h"
 #include "disagg/kv_agent.h"
 #include "disagg/model_fingerprint.h"
@@ -25,8 +27,8 @@ namespace {
 
 struct ServeArgs {
   ModelArgs model;
-  std::string host = "127.0.0.1";
-  int port = 8000;
+  AddressFlags addresses{"127.0.0.1", "8000", "", "0", ""};
+  RankAddresses at;  // this rank's, from `addresses`
   std::string api_key;
   std::string served_model_name;
   std::string chat_template;
@@ -43,12 +45,9 @@ struct ServeArgs {
   std::string role = "both";
   std::string engine_id;
   std::string kv_transport;  // empty: ucx for the prefill and decode roles, none for both
-  std::string kv_host;
-  int kv_port = 0;
   ExpertParallelArgs ep;
   int64_t kv_lease_ms = 30000;
   std::string kv_load_failure_policy = "recompute";
-  std::string kv_events_endpoint;  // empty: no KV events
 };
 
 // The instance's part in prefill/decode hand-offs; none for a plain (role both) instance
@@ -56,17 +55,16 @@ struct ServeArgs {
 std::unique_ptr<disagg::KvAgent> make_kv_agent(const ServeArgs& a, AsyncEngine& engine, const Model& model) {
   const disagg::Role role = disagg::parse_role(a.role);
   if (role == disagg::Role::kBoth && a.kv_transport.empty()) return nullptr;
-  if (a.kv_port < 0 || a.kv_port > 65535) fail("--kv-port must be in [0, 65535], got {}", a.kv_port);
   if (a.kv_lease_ms < 1) fail("--kv-lease-ms must be at least 1, got {}", a.kv_lease_ms);
   disagg::PdConfig pd;
   pd.role = role;
   pd.engine_id = a.engine_id;
   pd.transport.kind = disagg::parse_transport_kind(a.kv_transport.empty() ? "ucx" : a.kv_transport);
-  pd.transport.host = a.kv_host.empty() ? a.host : a.kv_host;
+  pd.transport.host = a.at.kv_host.empty() ? a.at.host : a.at.kv_host;
   if (pd.transport.host == "0.0.0.0" || pd.transport.host == "::") {
-    fail("--kv-host: with --host {} give the address other instances reach this one at", a.host);
+    fail("--kv-host: with --host {} give the address other instances reach this one at", a.at.host);
   }
-  pd.transport.port = uint16_t(a.kv_port);
+  pd.transport.port = uint16_t(a.at.kv_port);
   pd.http_host = pd.transport.host;
   pd.lease = std::chrono::milliseconds(a.kv_lease_ms);
   pd.on_load_failure = disagg::parse_load_failure_policy(a.kv_load_failure_policy);
@@ -74,7 +72,9 @@ std::unique_ptr<disagg::KvAgent> make_kv_agent(const ServeArgs& a, AsyncEngine& 
 }
 
 void run(ServeArgs a) {
-  if (a.port < 0 || a.port > 65535) fail("--port must be in [0, 65535], got {}", a.port);
+  // Every rank checks every rank's addresses, so that all of them stop with the same error.
+  const int ranks = std::max(1, a.ep.ep);
+  for (int r = 0; r < ranks; ++r) (void)rank_addresses(a.addresses, r, ranks);
   if (a.max_num_seqs < 1) fail("--max-num-seqs must be at least 1, got {}", a.max_num_seqs);
   if (a.max_num_batched_tokens < a.max_num_seqs) {
     fail("--max-num-batched-tokens ({}) must be at least --max-num-seqs ({}): every running sequence decodes one token a step",
@@ -88,13 +88,9 @@ void run(ServeArgs a) {
   if (a.engine_id.empty()) a.engine_id = disagg::new_engine_id();
 
   EpGroup group = join_expert_parallel_group(a.ep);
-  if (group.size() > 1) {
-    // Each rank is an instance of its own, on the ports after rank 0's.
-    if (a.port != 0) a.port += group.rank();
-    if (a.kv_port != 0) a.kv_port += group.rank();
-    a.engine_id += "-rank" + std::to_string(group.rank());
-    if (a.port > 65535 || a.kv_port > 65535) fail("rank {}: --port or --kv-port plus the rank is over 65535", group.rank());
-  }
+  // Each rank is an instance of its own, on its own addresses.
+  a.at = rank_addresses(a.addresses, group.rank(), group.size());
+  if (group.size() > 1) a.engine_id += "-rank" + std::to_string(group.rank());
   // A rank of a group reads only its own experts' weights (attach_expert_parallel).
   auto model = load_model_with_progress(a.model, !group.comm);
   attach_expert_parallel(group, a.ep, *model);
@@ -138,8 +134,8 @@ void run(ServeArgs a) {
   };
   // Declared before the engine, whose thread publishes through it until it is joined.
   std::unique_ptr<kv_events::KvEventPublisher> kv_publisher;
-  if (!a.kv_events_endpoint.empty()) {
-    kv_publisher = std::make_unique<kv_events::KvEventPublisher>(kv_events::PublisherConfig{a.kv_events_endpoint, a.engine_id});
+  if (!a.at.kv_events_endpoint.empty()) {
+    kv_publisher = std::make_unique<kv_events::KvEventPublisher>(kv_events::PublisherConfig{a.at.kv_events_endpoint, a.engine_id});
     ec.kv_event_sink = [p = kv_publisher.get()](uint64_t seq, std::vector<kv_events::KvEvent> events) { p->publish(seq, std::move(events)); };
   }
   // Declared before the server so that it outlives every handler holding one of its requests.
@@ -173,14 +169,17 @@ void run(ServeArgs a) {
   server::OpenAiServer openai(engine, api, agent.get());
 
   http::ServerConfig hc;
-  hc.host = a.host;
-  hc.port = static_cast<unsigned short>(a.port);
+  hc.host = a.at.host;
+  hc.port = static_cast<unsigned short>(a.at.port);
   hc.max_body_bytes = a.max_body_bytes;
   http::HttpServer server(hc, openai.router(), &server::OpenAiServer::http_error);
 
   server.start();
   if (agent) agent->set_http_port(server.port());
-  std::printf("serving %s on http://%s:%u\n", api.served_model_name.c_str(), a.host.c_str(), unsigned(server.port()));
+  // Ranks of a group name themselves: their output reaches one log through mpirun.
+  const std::string rank_note = group.size() > 1 ? fmt::format(" (rank {} of {})", group.rank(), group.size()) : "";
+  std::printf("serving %s on http://%s:%u%s\n", api.served_model_name.c_str(), a.at.host.c_str(), unsigned(server.port()),
+              rank_note.c_str());
   std::fflush(stdout);
   signals_ctx.run();
   if (!group_failure.empty()) {
@@ -211,8 +210,12 @@ void register_serve(CLI::App& app) {
       "says it is ready (with --port 0 it names the port chosen). SIGINT or SIGTERM stops it: requests in\n"
       "flight are aborted and their connections closed.");
   add_model_options(*cmd, args->model);
-  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", args->port, "Port to listen on; 0 picks a free one")->capture_default_str();
+  cmd->add_option("--host", args->addresses.host,
+                  "Address to listen on; under --ep N, one for all ranks or N comma-separated, one per rank")
+      ->capture_default_str();
+  cmd->add_option("--port", args->addresses.port,
+                  "Port to listen on; 0 picks a free one. Under --ep N: P gives rank r the port P+r, or N comma-separated ports")
+      ->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");
   cmd->add_option("--served-model-name", args->served_model_name, "The name clients send as \"model\" (default: the --model path)");
   cmd->add_option("--chat-template", args->chat_template,
@@ -242,8 +245,10 @@ void register_serve(CLI::App& app) {
                   "How KV moves between prefill and decode instances: ucx or tcp (default ucx for --role prefill|decode; "
                   "with --role both it lets the instance take part in hand-offs)")
       ->check(CLI::IsMember({"ucx", "tcp"}));
-  cmd->add_option("--kv-host", args->kv_host, "Address other instances reach this one at, for KV and hand-offs (default: --host)");
-  cmd->add_option("--kv-port", args->kv_port, "Port the KV transport listens on; 0 picks a free one")->capture_default_str();
+  cmd->add_option("--kv-host", args->addresses.kv_host,
+                  "Address other instances reach this one at, for KV and hand-offs (default: --host; a list per rank as --host)");
+  cmd->add_option("--kv-port", args->addresses.kv_port, "Port the KV transport listens on; 0 picks a free one (per rank as --port)")
+      ->capture_default_str();
   add_expert_parallel_options(*cmd, args->ep);
   cmd->add_option("--kv-lease-ms", args->kv_lease_ms,
                   "A prefill instance holds a handed-off prompt's KV blocks this long for the decode instance to pull")
@@ -252,9 +257,9 @@ void register_serve(CLI::App& app) {
                   "When a decode instance cannot pull the KV: recompute (prefill the prompt itself) or fail (502)")
       ->check(CLI::IsMember({"recompute", "fail"}))
       ->capture_default_str();
-  cmd->add_option("--kv-events-endpoint", args->kv_events_endpoint,
+  cmd->add_option("--kv-events-endpoint", args->addresses.kv_events_endpoint,
                   "Publish KV-cache events (blocks stored and evicted) on a ZeroMQ PUB socket bound here, e.g. "
-                  "tcp://127.0.0.1:5557 (a port of * picks one); off by default (docs/kv_events.md)");
+                  "tcp://127.0.0.1:5557 (a port of * picks one; a list per rank as --host); off by default (docs/kv_events.md)");
   cmd->callback([args] { run(*args); });
 }
 

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -19,6 +21,21 @@ std::string ExitStatus::describe() const {
     return abbrev ? fmt::format("was killed by signal {} (SIG{})", signal, abbrev) : fmt::format("was killed by signal {}", signal);
   }
   return fmt::format("exited with status {}", code);
+}
+
+std::string find_program(const std::string& program, const std::string& purpose) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t colon = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = dirs.substr(start, colon - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = colon + 1;
+  }
+  fail("{} is not on PATH; {} needs it", program, purpose);
 }
 
 ChildProcess::ChildProcess(const std::string& path, const std::vector<std::string>& argv, const std::string& log_path) {

@@ -20,6 +20,10 @@ struct ExitStatus {
   std::string describe() const;
 };
 
+// The path of `program` on $PATH (as a shell finds it); throws moe::Error naming it and
+// `purpose` when there is none.
+std::string find_program(const std::string& program, const std::string& purpose);
+
 class ChildProcess {
  public:
   ChildProcess() = default;

@@ -19,26 +19,53 @@ std::vector<std::string> gen_model_args(const GeneratedModel& g, const std::stri
 // The model's `name`, else its file (or folder) name without the extension.
 std::string served_model_name(const ModelSpec& model, const std::string& model_path);
 
-// The instance's own threads, else the machine's cores shared evenly (at least one each).
-int instance_threads(const InstanceSpec& s, size_t n_instances, unsigned cores);
+// Threads per rank: the instance's own, else (on the launching machine) its cores shared
+// evenly among the ranks that run there (at least one each); 0 on other hosts, which lets
+// serve take all of that host's cores.
+int instance_threads(const Topology& t, const InstanceSpec& s, unsigned cores);
 
 // The engine id of an instance's n-th start: its name, then NAME-rN after restarts, so that
 // decode instances never take a restarted prefill instance for the one they knew (whose
-// KV transport address they keep).
+// KV transport address they keep). Ranks of a group add -rankR to it themselves.
 std::string engine_id(const std::string& name, int restarts);
 
-// Instances that prefill (prefill and unified ones) publish their KV events on a free port
-// of their host, for the proxy's prefix-aware routing.
+// The `moengine serve` arguments of an instance whose ranks listen on `ports` (one per rank:
+// asked for, or learned at the first start; 0 picks a free one). A group gets --ep N and
+// per-rank --host and --port lists. Instances that prefill (prefill and unified ones)
+// publish their KV events on a free port of their host, for prefix-aware routing.
 std::vector<std::string> serve_args(const InstanceSpec& s, const std::string& model_path, const std::string& served_name, int threads,
-                                    int port, const std::string& engine_id);
+                                    const std::vector<int>& ports, const std::string& engine_id);
+
+// Where and how an instance's process starts, beyond serve's own arguments.
+struct ProcessContext {
+  std::string self;        // this binary, for processes on the launching machine
+  std::string model_path;  // the model on the launching machine (hosts may name their own)
+  std::string served_name;
+  std::string ssh_config;  // the file ssh_config_text is written to (an absolute path)
+  bool as_root = false;    // mpirun refuses root unless told
+  unsigned cores = 1;      // of the launching machine
+};
+
+// The whole command line (argv[0] the program): `SELF serve ...` on the launching machine,
+// `ssh -F CONFIG -tt HOST 'cd DIR && exec BINARY serve ...'` on another host (the remote
+// process ends with the connection), `mpirun ... BINARY serve ... --ep N` for a group
+// (remote ranks started by mpirun over the same ssh config).
+std::vector<std::string> process_argv(const Topology& t, const InstanceSpec& s, const ProcessContext& c, const std::vector<int>& ports,
+                                      int restarts);
+
+// The ssh client configuration of the topology's hosts that are not local (User, Port,
+// IdentityFile, BatchMode and each host's ssh_options), under both each host's name and
+// its address (mpirun names hosts by address). Empty when every host is local.
+std::string ssh_config_text(const Topology& t);
 
 // An instance's address as the proxy and the launcher reach it: a wildcard listening
 // address (0.0.0.0, ::) becomes the loopback one.
 std::string instance_url(const std::string& host, int port);
 
-// The proxy's instances file (proxy/instances_file.h): each instance's name, role, URL
-// (`urls[i]` for `instances[i]`) and weight.
-std::string proxy_instances_file(const std::vector<InstanceSpec>& instances, const std::vector<std::string>& urls);
+// The proxy's instances file (proxy/instances_file.h): one entry per rank, with its name,
+// role, URL (`urls[i][r]` for rank r of `instances[i]`), weight and, for ranks of a group,
+// the group's name.
+std::string proxy_instances_file(const std::vector<InstanceSpec>& instances, const std::vector<std::vector<std::string>>& urls);
 
 // The proxy reads its instances from `instances_file`; `--policy` only when the topology
 // sets it. The proxy tokenizes prompts with the model's own tokenizer (`--tokenizer

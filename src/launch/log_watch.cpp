@@ -1,43 +1,67 @@
 #include "launch/log_watch.h"
 
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 namespace moe::launch {
 namespace {
 
-// The port of a ready line, or 0 if the line is not one.
-int ready_port(const std::string& line) {
-  if (!line.starts_with("serving ") && !line.starts_with("proxy on ")) return 0;
-  const size_t at = line.rfind(" on http://");
-  if (at == std::string::npos) return 0;
-  const size_t colon = line.rfind(':');
-  if (colon < at + 11) return 0;
-  try {
-    return std::stoi(line.substr(colon + 1));
-  } catch (const std::exception&) {
-    return 0;
+// The ready line `line` is, if it is one.
+std::optional<ReadyLine> ready_line(std::string line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();  // ssh -tt ends lines with \r\n
+  if (!line.starts_with("serving ") && !line.starts_with("proxy on ")) return std::nullopt;
+  ReadyLine r;
+  if (line.ends_with(")")) {
+    const size_t open = line.rfind(" (rank ");
+    if (open == std::string::npos) return std::nullopt;
+    if (std::sscanf(line.c_str() + open, " (rank %d of", &r.rank) != 1 || r.rank < 0) return std::nullopt;
+    line.erase(open);
   }
+  const size_t at = line.rfind(" on http://");
+  if (at == std::string::npos) return std::nullopt;
+  const size_t colon = line.rfind(':');
+  if (colon < at + 11) return std::nullopt;
+  try {
+    r.port = std::stoi(line.substr(colon + 1));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (r.port <= 0) return std::nullopt;
+  return r;
 }
 
 }  // namespace
 
-int ReadyLineWatch::poll() {
+std::vector<ReadyLine> ReadyLineWatch::poll() {
+  std::vector<ReadyLine> out;
   std::ifstream in(path_, std::ios::binary);
-  if (!in) return 0;
+  if (!in) return out;
   in.seekg(std::streamoff(offset_));
   std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   offset_ += chunk.size();
   partial_ += chunk;
   size_t start = 0;
   for (size_t nl = partial_.find('\n'); nl != std::string::npos; nl = partial_.find('\n', start)) {
-    const int port = ready_port(partial_.substr(start, nl - start));
+    if (const std::optional<ReadyLine> r = ready_line(partial_.substr(start, nl - start))) out.push_back(*r);
     start = nl + 1;
-    if (port > 0) return port;
   }
   partial_.erase(0, start);
-  return 0;
+  return out;
+}
+
+std::string find_line(const std::string& path, uint64_t offset, const std::string& needle) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(std::streamoff(offset));
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) == std::string::npos) continue;
+    while (!line.empty() && line.back() == '\r') line.pop_back();
+    return line;
+  }
+  return "";
 }
 
 uint64_t file_size_or_zero(const std::string& path) {

@@ -1,6 +1,7 @@
 #include "launch/supervisor.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -60,6 +61,8 @@ std::vector<std::string> with_binary(std::vector<std::string> args) {
 // --log-dir as given, else moengine-run/<local time>, with -2, -3 ... when taken.
 // Written by the launcher when it starts the proxy, with the instances' URLs then known.
 constexpr const char* kInstancesFile = "proxy-instances.yaml";
+// Written by the launcher from the topology's hosts, for ssh and mpirun's ssh.
+constexpr const char* kSshConfig = "ssh_config";
 
 std::string run_dir_name(const std::string& log_dir) {
   if (!log_dir.empty()) return log_dir;
@@ -74,29 +77,43 @@ std::string run_dir_name(const std::string& log_dir) {
   return dir;
 }
 
-// One supervised process: an engine instance, or the proxy.
+// One rank a supervised process serves (a plain instance and the proxy have one).
+struct RankState {
+  std::string name;
+  std::string address;
+  int port = 0;  // asked for; once it listens, the port it got (a restart asks for it again)
+  bool listening = false;
+  bool up = false;
+
+  std::string url() const { return instance_url(address, port); }
+};
+
+// One supervised process: an engine instance, the mpirun of an expert-parallel group, or
+// the proxy.
 struct Member {
   std::string name;
   std::string role;                    // prefill, decode, both, or proxy
   const InstanceSpec* spec = nullptr;  // null for the proxy
   std::string log;
-  std::string host;
-  int port = 0;  // asked for; once it listens, the port it got (a restart asks for it again)
+  std::vector<RankState> ranks;
   ChildProcess child;
   pid_t pid = -1;  // kept after the child is reaped, for messages
   std::optional<ReadyLineWatch> watch;
   Clock::time_point started;
   bool spawned = false;
-  bool listening = false;
   bool up = false;
   int restarts = 0;
 
-  std::string url() const { return instance_url(host, port); }
+  std::vector<int> ports() const {
+    std::vector<int> p;
+    for (const RankState& r : ranks) p.push_back(r.port);
+    return p;
+  }
 };
 
 class Supervisor {
  public:
-  Supervisor(const Topology& t, const LaunchOptions& o) : t_(t), run_dir_(run_dir_name(o.log_dir)) {
+  Supervisor(const Topology& t, const LaunchOptions& o) : t_(t), run_dir_(absolute(run_dir_name(o.log_dir))) {
     instances_.reserve(t.instances.size());
     for (const InstanceSpec& s : t.instances) {
       Member& m = instances_.emplace_back();
@@ -104,14 +121,12 @@ class Supervisor {
       m.role = role_name(s.role);
       m.spec = &s;
       m.log = (fs::path(run_dir_) / (s.name + ".log")).string();
-      m.host = s.host;
-      m.port = s.port;
+      for (const RankSpec& r : s.ranks) m.ranks.push_back({r.name, r.address, r.port});
     }
     proxy_.name = "proxy";
     proxy_.role = "proxy";
     proxy_.log = (fs::path(run_dir_) / "proxy.log").string();
-    proxy_.host = t.proxy.host;
-    proxy_.port = t.proxy.port;
+    proxy_.ranks.push_back({"proxy", t.proxy.host, t.proxy.port});
   }
 
   void run() {
@@ -129,15 +144,22 @@ class Supervisor {
   }
 
  private:
+  static std::string absolute(const std::string& dir) { return fs::absolute(dir).lexically_normal().string(); }
+
   void start() {
     std::error_code ec;
     fs::create_directories(run_dir_, ec);
     if (ec) fail("cannot create the log folder {}: {}", run_dir_, ec.message());
     note("logs in {}/", run_dir_);
-    model_path_ = prepare_model();
-    served_name_ = served_model_name(t_.model, model_path_);
+    context_.self = self_path();
+    context_.model_path = prepare_model();
+    context_.served_name = served_model_name(t_.model, context_.model_path);
+    context_.ssh_config = (fs::path(run_dir_) / kSshConfig).string();
+    context_.as_root = ::geteuid() == 0;
+    context_.cores = std::max(1u, std::thread::hardware_concurrency());
+    if (const std::string config = ssh_config_text(t_); !config.empty()) std::ofstream(context_.ssh_config) << config;
     for (Member& m : instances_) {
-      note("starting {} ({}) ...", m.name, m.role);
+      note("starting {} ({}{}) ...", m.name, m.role, m.spec->group() ? fmt::format(", {} ranks", m.spec->ep) : "");
       spawn(m);
     }
     await_all_up();
@@ -210,31 +232,39 @@ class Supervisor {
     return path;
   }
 
-  std::vector<std::string> command(const Member& m) const {
+  // The program to run and its argv.
+  std::pair<std::string, std::vector<std::string>> command(const Member& m) const {
     if (m.spec) {
-      const int threads = instance_threads(*m.spec, instances_.size(), std::thread::hardware_concurrency());
-      return serve_args(*m.spec, model_path_, served_name_, threads, m.port, engine_id(m.name, m.restarts));
+      std::vector<std::string> argv = process_argv(t_, *m.spec, context_, m.ports(), m.restarts);
+      if (argv[0] == context_.self) return {kSelf, argv};
+      const std::string purpose = m.spec->group() ? fmt::format("{} (ep {})", m.name, m.spec->ep) : fmt::format("{} on another host", m.name);
+      return {find_program(argv[0], purpose), argv};
     }
-    std::vector<std::string> urls;
-    for (const Member& i : instances_) urls.push_back(i.url());
+    std::vector<std::vector<std::string>> urls;
+    for (const Member& i : instances_) {
+      std::vector<std::string> u;
+      for (const RankState& r : i.ranks) u.push_back(r.url());
+      urls.push_back(std::move(u));
+    }
     const std::string file = (fs::path(run_dir_) / kInstancesFile).string();
     std::ofstream(file) << proxy_instances_file(t_.instances, urls);
-    return proxy_args(t_.proxy, file, model_path_);
+    return {kSelf, with_binary(proxy_args(t_.proxy, file, context_.model_path))};
   }
 
   void spawn(Member& m) {
     if (m.restarts > 0) std::ofstream(m.log, std::ios::app) << fmt::format("==== launch: restart {} ====\n", m.restarts);
     m.watch.emplace(m.log, file_size_or_zero(m.log));
-    m.child = ChildProcess(kSelf, with_binary(command(m)), m.log);
+    const auto [program, argv] = command(m);
+    m.child = ChildProcess(program, argv, m.log);
     m.pid = m.child.pid();
     m.started = Clock::now();
     m.spawned = true;
-    m.listening = false;
     m.up = false;
+    for (RankState& r : m.ranks) r.listening = r.up = false;
   }
 
   // One look at every process started so far: deaths are handled (a restart, or a
-  // failure), starting ones that answer /health are marked up. True when all are up.
+  // failure), starting ones whose ranks all answer /health are marked up. True when all are up.
   bool step(bool may_restart) {
     bool all_up = true;
     for (Member* m : started()) {
@@ -252,26 +282,43 @@ class Supervisor {
   }
 
   bool check_up(Member& m) {
-    if (!m.listening) {
-      if (const int port = m.watch->poll(); port > 0) {
-        m.port = port;
-        m.listening = true;
-      }
+    for (const ReadyLine& line : m.watch->poll()) {
+      if (line.rank >= int(m.ranks.size())) continue;
+      RankState& r = m.ranks[size_t(line.rank)];
+      r.port = line.port;
+      r.listening = true;
     }
-    if (m.listening && health_status(m.url(), kHealthTimeout) == 200) {
+    bool all = true;
+    for (RankState& r : m.ranks) {
+      if (!r.up && r.listening && health_status(r.url(), kHealthTimeout) == 200) r.up = true;
+      all = all && r.up;
+    }
+    if (all) {
       m.up = true;
-      note("{} ready {}in {:.1f} s on {} (pid {})", m.name, m.restarts > 0 ? "again " : "", seconds_since(m.started), m.url(), m.pid);
+      std::vector<std::string> urls;
+      for (const RankState& r : m.ranks) urls.push_back(r.url());
+      note("{} ready {}in {:.1f} s on {} (pid {})", m.name, m.restarts > 0 ? "again " : "", seconds_since(m.started),
+           fmt::join(urls, ", "), m.pid);
       return true;
     }
     if (seconds_since(m.started) > t_.ready_timeout_s) {
-      fail("{} (pid {}) was not ready within {} s (timeouts.ready_s in {}); everything was stopped. Last lines of {}:\n{}", m.name,
-           m.pid, t_.ready_timeout_s, t_.file, m.log, log_tail(m.log, kTailLines));
+      std::vector<std::string> waiting;
+      for (const RankState& r : m.ranks)
+        if (!r.up) waiting.push_back(r.name);
+      fail("{} (pid {}) was not ready within {} s (timeouts.ready_s in {}; not ready: {}); everything was stopped. Last lines of "
+           "{}:\n{}",
+           m.name, m.pid, t_.ready_timeout_s, t_.file, fmt::join(waiting, ", "), m.log, log_tail(m.log, kTailLines));
     }
     return false;
   }
 
   void on_exit(Member& m, const ExitStatus& st, bool may_restart) {
-    const std::string what = fmt::format("{} (pid {}) {}", m.name, m.pid, st.describe());
+    std::string what = fmt::format("{} (pid {}) {}", m.name, m.pid, st.describe());
+    // A group ends when one rank does: mpirun names it.
+    if (m.spec && m.spec->group()) {
+      const std::string lost = find_line(m.log, m.watch->start(), "noticed that process rank");
+      if (!lost.empty()) what += fmt::format(" (mpirun: {})", lost.substr(lost.find_first_not_of(' ')));
+    }
     std::string why;
     if (!may_restart) why = "while starting";
     else if (!m.spec) why = "and nothing is served without the proxy";
@@ -281,7 +328,8 @@ class Supervisor {
       fail("{} {}; everything was stopped. Last lines of {}:\n{}", what, why, m.log, log_tail(m.log, kTailLines));
     }
     ++m.restarts;
-    note("{}; restarting it on port {} (restart {} of {})", what, m.port, m.restarts, m.spec->max_restarts);
+    note("{}; restarting it on port{} {} (restart {} of {})", what, m.ranks.size() > 1 ? "s" : "", fmt::join(m.ports(), ", "),
+         m.restarts, m.spec->max_restarts);
     spawn(m);
   }
 
@@ -319,24 +367,29 @@ class Supervisor {
   }
 
   void print_endpoints() const {
-    std::vector<std::array<std::string, 5>> rows{{"NAME", "ROLE", "URL", "PID", "LOG"}};
-    for (const Member& m : instances_) rows.push_back({m.name, m.role, m.url(), std::to_string(m.pid), m.log});
-    rows.push_back({proxy_.name, proxy_.role, proxy_.url(), std::to_string(proxy_.pid), proxy_.log});
-    std::array<size_t, 5> width{};
+    std::vector<std::array<std::string, 6>> rows{{"NAME", "ROLE", "HOST", "URL", "PID", "LOG"}};
+    for (const Member& m : instances_) {
+      for (size_t r = 0; r < m.ranks.size(); ++r) {
+        const HostSpec* host = t_.host_of(m.spec->ranks[r]);
+        rows.push_back({m.ranks[r].name, m.role, host ? host->name : "-", m.ranks[r].url(), std::to_string(m.pid), m.log});
+      }
+    }
+    rows.push_back({proxy_.name, proxy_.role, "-", proxy_.ranks[0].url(), std::to_string(proxy_.pid), proxy_.log});
+    std::array<size_t, 6> width{};
     for (const auto& r : rows) {
       for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
     }
     for (const auto& r : rows) {
-      fmt::print("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r[0], width[0], r[1], width[1], r[2], width[2], r[3], width[3], r[4]);
+      fmt::print("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r[0], width[0], r[1], width[1], r[2], width[2], r[3], width[3], r[4],
+                 width[4], r[5]);
     }
-    fmt::print("launch: ready on {}\n", proxy_.url());
+    fmt::print("launch: ready on {}\n", proxy_.ranks[0].url());
     std::fflush(stdout);
   }
 
   const Topology& t_;
   std::string run_dir_;
-  std::string model_path_;
-  std::string served_name_;
+  ProcessContext context_;
   std::vector<Member> instances_;
   Member proxy_;
 };
@@ -349,25 +402,40 @@ void run_topology(const Topology& t, const LaunchOptions& options) {
 }
 
 std::string dry_run(const Topology& t, const LaunchOptions& options) {
-  std::string out = fmt::format("# logs would go to {}/\n", run_dir_name(options.log_dir));
-  std::string model = t.model.path;
+  const std::string dir = fs::absolute(run_dir_name(options.log_dir)).lexically_normal().string();
+  std::string out = fmt::format("# logs would go to {}/\n", dir);
+  ProcessContext c;
+  c.self = self_path();
+  c.model_path = t.model.path;
   if (t.model.generate) {
-    model = generated_model_path(*t.model.generate);
-    if (fs::exists(model)) out += fmt::format("# model {} (generated before)\n", model);
-    else out += shell_line(with_binary(gen_model_args(*t.model.generate, model))) + "\n";
+    c.model_path = generated_model_path(*t.model.generate);
+    if (fs::exists(c.model_path)) out += fmt::format("# model {} (generated before)\n", c.model_path);
+    else out += shell_line(with_binary(gen_model_args(*t.model.generate, c.model_path))) + "\n";
   }
-  const std::string served = served_model_name(t.model, model);
-  std::vector<std::string> urls;
+  c.served_name = served_model_name(t.model, c.model_path);
+  c.ssh_config = (fs::path(dir) / kSshConfig).string();
+  c.as_root = ::geteuid() == 0;
+  c.cores = std::max(1u, std::thread::hardware_concurrency());
+  auto quoted = [&](const std::string& file, const std::string& text) {
+    out += fmt::format("# {} would hold:\n", file);
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) out += "#   " + line + "\n";
+  };
+  if (const std::string config = ssh_config_text(t); !config.empty()) quoted(c.ssh_config, config);
+  std::vector<std::vector<std::string>> urls;
   for (const InstanceSpec& s : t.instances) {
-    const int threads = instance_threads(s, t.instances.size(), std::thread::hardware_concurrency());
-    out += shell_line(with_binary(serve_args(s, model, served, threads, s.port, engine_id(s.name, 0)))) + "\n";
-    urls.push_back(s.port > 0 ? instance_url(s.host, s.port) : fmt::format("<URL of {}>", s.name));
+    std::vector<int> ports;
+    std::vector<std::string> u;
+    for (const RankSpec& r : s.ranks) {
+      ports.push_back(r.port);
+      u.push_back(r.port > 0 ? instance_url(r.address, r.port) : fmt::format("<URL of {}>", r.name));
+    }
+    out += shell_line(process_argv(t, s, c, ports, 0)) + "\n";
+    urls.push_back(std::move(u));
   }
-  const std::string file = (fs::path(run_dir_name(options.log_dir)) / kInstancesFile).string();
-  out += fmt::format("# {} would hold:\n", file);
-  std::istringstream lines(proxy_instances_file(t.instances, urls));
-  for (std::string line; std::getline(lines, line);) out += "#   " + line + "\n";
-  out += shell_line(with_binary(proxy_args(t.proxy, file, model))) + "\n";
+  const std::string file = (fs::path(dir) / kInstancesFile).string();
+  quoted(file, proxy_instances_file(t.instances, urls));
+  out += shell_line(with_binary(proxy_args(t.proxy, file, c.model_path))) + "\n";
   return out;
 }
 

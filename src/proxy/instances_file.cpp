@@ -19,7 +19,7 @@ std::vector<InstanceSpec> parse_instances_file(const std::string& yaml_text, con
   std::vector<InstanceSpec> out;
   std::set<std::string> names;
   for (size_t i = 0; i < list.size(); ++i) {
-    const config::MapReader r(file_name, list[i], fmt::format("instances[{}]", i), {"url", "role", "name", "weight"});
+    const config::MapReader r(file_name, list[i], fmt::format("instances[{}]", i), {"url", "role", "name", "weight", "group"});
     if (!r.has("url")) r.fail("url", "is required (http://HOST:PORT)");
     if (!r.has("role")) r.fail("role", "is required (prefill, decode or both)");
     InstanceSpec s;
@@ -32,6 +32,7 @@ std::vector<InstanceSpec> parse_instances_file(const std::string& yaml_text, con
     s.role = parse_instance_role(r.choice("role", "both", {"prefill", "decode", "both"}));
     s.name = r.text("name", s.url);
     s.weight = r.number("weight", 1.0, 0.0);
+    s.group = r.text("group", "");
     if (!names.insert(s.name).second) r.fail("name", fmt::format("'{}' names another instance already", s.name));
     out.push_back(std::move(s));
   }
@@ -51,6 +52,7 @@ std::string instances_file_text(const std::vector<InstanceSpec>& instances) {
     out << YAML::Key << "url" << YAML::Value << s.url;
     out << YAML::Key << "role" << YAML::Value << instance_role_name(s.role);
     out << YAML::Key << "weight" << YAML::Value << s.weight;
+    if (!s.group.empty()) out << YAML::Key << "group" << YAML::Value << s.group;
     out << YAML::EndMap;
   }
   out << YAML::EndSeq << YAML::EndMap;

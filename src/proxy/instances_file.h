@@ -7,6 +7,7 @@
 //       role: prefill               # prefill, decode or both (required)
 //       name: p0                    # default: the URL
 //       weight: 2                   # share of traffic for the weighted policies (default 1)
+//       group: decode-0             # the expert-parallel group it is a rank of (default: none)
 //
 // Each instance's capacity (sequences, KV tokens) comes from its own /health.
 #include <string>

@@ -1,6 +1,7 @@
 #include "proxy/registry.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 
@@ -108,8 +109,15 @@ bool Registry::remove(const std::string& name) {
   return true;
 }
 
-bool Registry::up_locked(const Instance& i, Clock::time_point now) const {
+bool Registry::self_up_locked(const Instance& i, Clock::time_point now) const {
   return i.probe_ok_ && (!i.open_until_ || now >= *i.open_until_);
+}
+
+bool Registry::up_locked(const Instance& i, Clock::time_point now) const {
+  if (!self_up_locked(i, now)) return false;
+  if (i.group().empty()) return true;
+  return std::all_of(instances_.begin(), instances_.end(),
+                     [&](const InstancePtr& o) { return o->group() != i.group() || self_up_locked(*o, now); });
 }
 
 bool Registry::up(const Instance& instance, Clock::time_point now) const {
@@ -122,11 +130,19 @@ Registry::Snapshot Registry::snapshot(Clock::time_point now) const {
   Snapshot s;
   s.instances = instances_;
   s.views.reserve(instances_.size());
+  // A group is down when any of its ranks is: found in one pass, not per rank.
+  std::map<std::string, bool> group_up;
+  for (const InstancePtr& i : instances_) {
+    if (i->group().empty()) continue;
+    auto [it, added] = group_up.emplace(i->group(), true);
+    it->second = it->second && self_up_locked(*i, now);
+  }
+  s.groups = group_up;
   for (const InstancePtr& i : instances_) {
     routing::InstanceView v;
     v.id = i->name();
     v.role = i->role();
-    v.healthy = up_locked(*i, now);
+    v.healthy = self_up_locked(*i, now) && (i->group().empty() || group_up[i->group()]);
     v.draining = i->draining_;
     v.weight = i->weight_;
     v.capacity.max_sequences = i->reported_.max_sequences;
@@ -220,7 +236,9 @@ nlohmann::json Registry::describe(Clock::time_point now) const {
                     {"url", i->backend().url},
                     {"role", instance_role_name(i->role())},
                     {"weight", i->weight_},
+                    {"group", i->group().empty() ? nlohmann::json() : nlohmann::json(i->group())},
                     {"healthy", i->probe_ok_ && !i->open_until_},
+                    {"routable", up_locked(*i, now)},
                     {"probe_ok", i->probe_ok_},
                     {"breaker", !i->open_until_ ? "closed" : now < *i->open_until_ ? "open" : "half_open"},
                     {"draining", i->draining_},
@@ -252,7 +270,20 @@ void write_instance_metrics(PrometheusText& out, const Registry::Snapshot& s) {
     decode_requests.push_back({labels, double(v.load.running_sequences)});
     kv_tokens.push_back({labels, double(v.load.kv_tokens)});
   }
-  out.samples("proxy_instance_up", "Whether the instance takes traffic (probe answered, breaker closed).", "gauge", up);
+  out.samples("proxy_instance_up", "Whether the instance takes traffic (probe answered, breaker closed, its group up).", "gauge", up);
+  if (!s.groups.empty()) {
+    Rows group_up, group_ranks;
+    std::map<std::string, int> ranks;
+    for (const InstancePtr& i : s.instances)
+      if (!i->group().empty()) ++ranks[i->group()];
+    for (const auto& [group, is_up] : s.groups) {
+      group_up.push_back({{{"group", group}}, is_up ? 1.0 : 0.0});
+      group_ranks.push_back({{{"group", group}}, double(ranks[group])});
+    }
+    out.samples("proxy_group_up", "Whether every rank of the expert-parallel group is up (a rank down takes the group out).",
+                "gauge", group_up);
+    out.samples("proxy_group_ranks", "Instances (ranks) of the expert-parallel group.", "gauge", group_ranks);
+  }
   out.samples("proxy_instance_draining", "Whether the instance is draining (takes nothing new).", "gauge", draining);
   out.samples("proxy_instance_queued_prefill_tokens", "Prompt tokens the proxy has routed there that are still prefilling.",
               "gauge", prefill_tokens);

@@ -7,6 +7,7 @@
 // one removed mid-request stays valid until they are done with it.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,9 @@ struct InstanceSpec {
   std::string url;   // http://HOST:PORT
   InstanceRole role = InstanceRole::both;
   double weight = 1.0;
+  // The expert-parallel group it is a rank of (empty: none). A group's ranks stop and
+  // start together, so one that is down takes the whole group out of routing.
+  std::string group;
 };
 
 // "prefill", "decode", "both"; throws moe::Error naming the value otherwise.
@@ -65,6 +69,7 @@ class Instance {
   const std::string& name() const { return spec_.name; }
   const Backend& backend() const { return backend_; }
   InstanceRole role() const { return spec_.role; }
+  const std::string& group() const { return spec_.group; }
 
  private:
   friend class Registry;
@@ -102,6 +107,7 @@ class Registry {
   struct Snapshot {
     std::vector<InstancePtr> instances;
     std::vector<routing::InstanceView> views;
+    std::map<std::string, bool> groups;  // each expert-parallel group: up
   };
   Snapshot snapshot(Clock::time_point now) const;
   std::vector<InstancePtr> all() const;
@@ -130,6 +136,9 @@ class Registry {
 
  private:
   InstancePtr find_locked(const std::string& name) const;
+  // Its own probe and breaker say it is up.
+  bool self_up_locked(const Instance& instance, Clock::time_point now) const;
+  // And so does every rank of its group.
   bool up_locked(const Instance& instance, Clock::time_point now) const;
   void capacity_freed();
 
@@ -141,7 +150,8 @@ class Registry {
   std::function<void()> capacity_listener_;
 };
 
-// Per-instance gauges: up, draining, and the load the proxy has routed there.
+// Per-instance gauges: up, draining, and the load the proxy has routed there; per
+// expert-parallel group, whether it is up and its ranks.
 void write_instance_metrics(PrometheusText& out, const Registry::Snapshot& s);
 
 // The load a routed leg puts on its instance, taken back however the leg ends.

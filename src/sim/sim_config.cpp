@@ -207,10 +207,19 @@ Workload read_workload(const std::string& file, const YAML::Node& node) {
   } else if (kind == "gamma") {
     const MapReader g(file, v, field, {"rate", "cv"});
     if (!g.has("rate")) g.fail("rate", "is required (requests/s)");
-    w.arrival = {Arrival::Kind::gamma, g.number("rate", 0, 0), g.number("cv", 1, 0), 1, ""};
+    w.arrival.kind = Arrival::Kind::gamma;
+    w.arrival.rate = g.number("rate", 0, 0);
+    w.arrival.cv = g.number("cv", 1, 0);
   } else if (kind == "closed") {
     w.arrival.kind = Arrival::Kind::closed;
-    w.arrival.clients = int32_t(holder.integer("closed", 1, 1, 1 << 24));
+    if (v.IsMap()) {
+      const MapReader g(file, v, field, {"clients", "think_s"});
+      if (!g.has("clients")) g.fail("clients", "is required (concurrent clients)");
+      w.arrival.clients = int32_t(g.integer("clients", 1, 1, 1 << 24));
+      w.arrival.think_s = g.number("think_s", 0, -1e-300);
+    } else {
+      w.arrival.clients = int32_t(holder.integer("closed", 1, 1, 1 << 24));
+    }
   } else {
     w.arrival.kind = Arrival::Kind::trace;
     w.arrival.trace_file = resolve_path(file, holder.text("trace", ""));

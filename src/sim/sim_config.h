@@ -62,6 +62,7 @@ struct Arrival {
   double rate = 1;         // requests/s (poisson, gamma)
   double cv = 1;           // gamma: coefficient of variation of the gaps
   int32_t clients = 1;     // closed
+  double think_s = 0;      // closed: mean of a client's exponential pause between an answer and its next request
   std::string trace_file;  // trace: a proxy access log or a bench serve result file
 };
 

@@ -19,7 +19,7 @@
 namespace moe::testing {
 
 struct Endpoint {
-  std::string role, url, log;
+  std::string role, host, url, log;
   pid_t pid = -1;
 };
 
@@ -91,7 +91,7 @@ class LaunchProcess {
       std::istringstream cols(line);
       std::string name;
       Endpoint e;
-      if (cols >> name >> e.role >> e.url >> e.pid >> e.log && name != "NAME") endpoints_[name] = e;
+      if (cols >> name >> e.role >> e.host >> e.url >> e.pid >> e.log && name != "NAME") endpoints_[name] = e;
     }
     return url;
   }

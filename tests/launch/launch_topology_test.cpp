@@ -1,5 +1,6 @@
 // Topology files: every field read, defaults applied, replicas expanded, the shipped
 // configs valid, and each kind of bad input refused with its file, line and field.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -73,10 +74,14 @@ timeouts: {ready_s: 5.5, stop_s: 2}
   ASSERT_EQ(t.instances.size(), 3u);
   const InstanceSpec& p = t.instances[0];
   EXPECT_EQ(p.name, "pre-0");
-  EXPECT_EQ(p.group, "pre");
+  EXPECT_EQ(p.entry, "pre");
   EXPECT_EQ(p.role, InstanceRole::kPrefill);
-  EXPECT_EQ(p.host, "127.0.0.3");
-  EXPECT_EQ(p.port, 9100);
+  ASSERT_EQ(p.ranks.size(), 1u);
+  EXPECT_EQ(p.ranks[0].name, "pre-0");
+  EXPECT_EQ(p.ranks[0].address, "127.0.0.3");
+  EXPECT_EQ(p.ranks[0].host, -1);
+  EXPECT_EQ(p.ranks[0].port, 9100);
+  EXPECT_FALSE(p.group());
   EXPECT_EQ(p.threads, 2);
   EXPECT_EQ(p.kv_transport, "ucx");
   EXPECT_DOUBLE_EQ(p.weight, 2.5);
@@ -88,8 +93,8 @@ timeouts: {ready_s: 5.5, stop_s: 2}
   const InstanceSpec& d = t.instances[1];
   EXPECT_EQ(d.name, "dec-0");
   EXPECT_EQ(d.role, InstanceRole::kDecode);
-  EXPECT_EQ(d.host, "127.0.0.2");
-  EXPECT_EQ(d.port, 0);
+  EXPECT_EQ(d.ranks.at(0).address, "127.0.0.2");
+  EXPECT_EQ(d.ranks.at(0).port, 0);
   EXPECT_EQ(d.threads, 3);
   EXPECT_EQ(d.kv_transport, "tcp");
   EXPECT_DOUBLE_EQ(d.weight, 1.0);
@@ -116,8 +121,8 @@ TEST(LaunchTopology, Defaults) {
   EXPECT_TRUE(t.model.served_name.empty());
   ASSERT_EQ(t.instances.size(), 3u);
   for (const InstanceSpec& s : t.instances) {
-    EXPECT_EQ(s.host, "127.0.0.1");
-    EXPECT_EQ(s.port, 0);
+    EXPECT_EQ(s.ranks.at(0).address, "127.0.0.1");
+    EXPECT_EQ(s.ranks.at(0).port, 0);
     EXPECT_EQ(s.threads, 0);
     EXPECT_DOUBLE_EQ(s.weight, 1.0);
     EXPECT_TRUE(s.args.empty());
@@ -151,12 +156,12 @@ proxy: {port: 0}
   ASSERT_EQ(t.instances.size(), 5u);
   EXPECT_EQ(t.instances[0].name, "p-0");
   EXPECT_EQ(t.instances[1].name, "p-1");
-  EXPECT_EQ(t.instances[0].port, 0);
-  EXPECT_EQ(t.instances[1].port, 0);
+  EXPECT_EQ(t.instances[0].ranks.at(0).port, 0);
+  EXPECT_EQ(t.instances[1].ranks.at(0).port, 0);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(t.instances[2 + i].name, "d-" + std::to_string(i));
-    EXPECT_EQ(t.instances[2 + i].group, "d");
-    EXPECT_EQ(t.instances[2 + i].port, 9200 + i);
+    EXPECT_EQ(t.instances[2 + i].entry, "d");
+    EXPECT_EQ(t.instances[2 + i].ranks.at(0).port, 9200 + i);
     EXPECT_EQ(t.instances[2 + i].role, InstanceRole::kDecode);
   }
 }
@@ -173,12 +178,100 @@ TEST(LaunchTopology, ShippedConfigsAreValid) {
   EXPECT_EQ(load_topology(std::string(MOE_CONFIGS_DIR) + "/2p1d.yaml").instances.size(), 3u);
   const Topology c = load_topology(std::string(MOE_CONFIGS_DIR) + "/2p2d.yaml");
   ASSERT_EQ(c.instances.size(), 4u);
-  EXPECT_EQ(c.instances[1].port, 18311);
-  EXPECT_EQ(c.instances[3].port, 18321);
+  EXPECT_EQ(c.instances[1].ranks.at(0).port, 18311);
+  EXPECT_EQ(c.instances[3].ranks.at(0).port, 18321);
   for (const InstanceSpec& s : c.instances) {
     EXPECT_EQ(s.threads, 1);
     EXPECT_EQ(s.kv_transport, "ucx");
   }
+}
+
+const std::string kHosts = R"(hosts:
+  - {name: a, address: 10.0.0.1}
+  - {name: b, address: 10.0.0.2}
+  - {name: c, address: 10.0.0.3, model: /other/m.gguf}
+)";
+
+TEST(LaunchTopology, ExpertParallelGroupsOverHosts) {
+  const Topology t = parse_topology(R"(model: m.gguf
+hosts:
+  - name: node-a
+    address: 10.0.0.1
+    user: moe
+    ssh_port: 2222
+    identity: /keys/id
+    ssh_options: [StrictHostKeyChecking=no]
+    model: /srv/m.gguf
+    workdir: /srv
+    binary: /opt/moengine
+  - {name: node-b, address: 10.0.0.2, model: /srv/m.gguf, workdir: /srv, binary: /opt/moengine}
+  - {name: here, address: 127.0.0.1, local: true}
+defaults:
+  mpirun_args: [--mca, btl, "self,tcp"]
+instances:
+  - name: prefill
+    role: prefill
+    ep: 2
+    host: node-a
+    placement: p.json
+    replace_interval_s: 30
+    replace_max_moves: 4
+    replace_target_balance: 0.9
+    ep_timeout_s: 20
+  - {name: decode, role: decode, ep: 4, hosts: [node-a, node-b], count: 2, port: 9200, mpirun_args: [-x, FOO]}
+  - {name: solo, role: decode, host: here}
+)",
+                                    "t.yaml");
+  ASSERT_EQ(t.hosts.size(), 3u);
+  const HostSpec& a = t.hosts[0];
+  EXPECT_EQ(a.name, "node-a");
+  EXPECT_EQ(a.address, "10.0.0.1");
+  EXPECT_FALSE(a.local);
+  EXPECT_EQ(a.user, "moe");
+  EXPECT_EQ(a.ssh_port, 2222);
+  EXPECT_EQ(a.identity, "/keys/id");
+  EXPECT_EQ(a.ssh_options, (std::vector<std::string>{"StrictHostKeyChecking=no"}));
+  EXPECT_EQ(a.model, "/srv/m.gguf");
+  EXPECT_EQ(a.workdir, "/srv");
+  EXPECT_EQ(a.binary, "/opt/moengine");
+  EXPECT_EQ(t.hosts[1].ssh_port, 22);
+  EXPECT_TRUE(t.hosts[2].local);
+  EXPECT_EQ(t.hosts[2].binary, "moengine");
+
+  ASSERT_EQ(t.instances.size(), 4u);
+  const InstanceSpec& p = t.instances[0];
+  EXPECT_EQ(p.name, "prefill-0");
+  EXPECT_TRUE(p.group());
+  EXPECT_EQ(p.ep, 2);
+  EXPECT_EQ(p.ep_args, (std::vector<std::string>{"--placement", "p.json", "--replace-interval-s", "30", "--replace-max-moves", "4",
+                                                 "--replace-target-balance", "0.9", "--ep-timeout-s", "20"}));
+  EXPECT_EQ(p.mpirun_args, (std::vector<std::string>{"--mca", "btl", "self,tcp"}));
+  ASSERT_EQ(p.ranks.size(), 2u);
+  EXPECT_EQ(p.ranks[1].name, "prefill-0-rank1");
+  EXPECT_EQ(p.ranks[1].host, 0);
+  EXPECT_EQ(p.ranks[1].address, "10.0.0.1");
+  EXPECT_TRUE(t.remote(p));
+
+  // Four ranks over two hosts: two on each, in order; fixed ports run on over groups and ranks.
+  for (int g = 0; g < 2; ++g) {
+    const InstanceSpec& d = t.instances[size_t(1 + g)];
+    EXPECT_EQ(d.name, "decode-" + std::to_string(g));
+    EXPECT_EQ(d.entry, "decode");
+    EXPECT_EQ(d.mpirun_args, (std::vector<std::string>{"--mca", "btl", "self,tcp", "-x", "FOO"}));
+    ASSERT_EQ(d.ranks.size(), 4u);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(d.ranks[size_t(r)].name, fmt::format("decode-{}-rank{}", g, r));
+      EXPECT_EQ(d.ranks[size_t(r)].host, r < 2 ? 0 : 1);
+      EXPECT_EQ(d.ranks[size_t(r)].address, r < 2 ? "10.0.0.1" : "10.0.0.2");
+      EXPECT_EQ(d.ranks[size_t(r)].port, 9200 + 4 * g + r);
+    }
+  }
+  const InstanceSpec& solo = t.instances[3];
+  EXPECT_FALSE(solo.group());
+  EXPECT_EQ(solo.ranks.at(0).name, "solo-0");
+  EXPECT_EQ(solo.ranks.at(0).address, "127.0.0.1");
+  EXPECT_EQ(solo.ranks.at(0).host, 2);
+  EXPECT_FALSE(t.remote(solo));
 }
 
 TEST(LaunchTopology, ErrorsNameFileLineAndField) {
@@ -189,7 +282,7 @@ TEST(LaunchTopology, ErrorsNameFileLineAndField) {
   };
   const std::vector<Case> cases{
       {"model: m.gguf\ninstances: [\n", "t.yaml:3:1: not valid YAML"},
-      {base + "  - {name: u, role: both}\nproxys: {}\n", "t.yaml:4:1: proxys: unknown key (expected one of model, defaults"},
+      {base + "  - {name: u, role: both}\nproxys: {}\n", "t.yaml:4:1: proxys: unknown key (expected one of model, hosts, defaults"},
       {base + "  - name: u\n    role: both\n    thread: 2\n", "t.yaml:5:5: instances[0].thread: unknown key"},
       {base + "  - name: u\n    role: both\n    role: prefill\n", "t.yaml:5:5: instances[0].role: given twice"},
       {"instances: [{name: u, role: both}]\n", "t.yaml:1:1: model: missing"},
@@ -200,7 +293,7 @@ TEST(LaunchTopology, ErrorsNameFileLineAndField) {
       {base + "  - {name: u, role: prefil}\n", "t.yaml:3:21: instances[0].role: 'prefil' is not one of prefill, decode, both"},
       {base + "  - {name: u, role: both, port: http}\n", "t.yaml:3:33: instances[0].port: 'http' is not an integer"},
       {base + "  - {name: u, role: both, port: 70000}\n", "instances[0].port: 70000 is out of range [0, 65535]"},
-      {base + "  - {name: u, role: both, port: 65535, count: 2}\n", "instances[0].port: 2 replicas from port 65535 go past 65535"},
+      {base + "  - {name: u, role: both, port: 65535, count: 2}\n", "instances[0].port: 2 ports from port 65535 go past 65535"},
       {base + "  - {name: u, role: both, count: 0}\n", "instances[0].count: 0 is out of range"},
       {base + "  - {name: u, role: both, weight: 0}\n", "instances[0].weight: must be more than 0"},
       {base + "  - {name: u, role: both, kv_transport: rdma}\n", "instances[0].kv_transport: 'rdma' is not one of ucx, tcp"},
@@ -221,6 +314,24 @@ TEST(LaunchTopology, ErrorsNameFileLineAndField) {
       {std::string(kMinimal) + "proxy: {port: 1, extra: 2}\n", "t.yaml:5:18: proxy.extra: unknown key"},
       {std::string(kMinimal) + "timeouts: {ready_s: 0}\n", "timeouts.ready_s: must be more than 0"},
       {"- a\n- b\n", "t.yaml: must be a map with at least the keys model and instances"},
+      {base + "  - {name: u, role: both, ep: 2, port: 65535}\n", "instances[0].port: 2 ports from port 65535 go past 65535"},
+      {base + "  - {name: u, role: both, ep: 0}\n", "instances[0].ep: 0 is out of range [1, 4096]"},
+      {base + "  - {name: u, role: both, placement: p.json}\n",
+       "t.yaml:3:38: instances[0].placement: is a setting of an expert-parallel group: give ep: N too"},
+      {base + "  - {name: u, role: both, host: a, hosts: [a]}\n", "instances[0].hosts: give host (one) or hosts (a list), not both"},
+      {base + "  - {name: u, role: both, ep: 2, hosts: [nowhere]}\n",
+       "instances[0].hosts: 'nowhere' is not a host of the top-level hosts list"},
+      {kHosts + base + "  - {name: u, role: both, ep: 3, hosts: [a, b]}\n", "instances[0].hosts: 3 ranks do not divide evenly over 2 hosts"},
+      {kHosts + base + "  - {name: u, role: both, ep: 2, hosts: [a, c]}\n",
+       "instances[0].hosts: hosts a and c differ in binary, model or workdir"},
+      {kHosts + base + "  - {name: u, role: both, host: a, port: 9000}\n  - {name: v, role: both, host: a, port: 9000}\n",
+       "instances[1].port: port 9000 of v-0 is also the port of u-0 on its host"},
+      {"model: m.gguf\nhosts: [{name: a}]\n" + base.substr(14) + "  - {name: u, role: both}\n", "hosts[0].address: missing"},
+      {"model: m.gguf\nhosts: [{name: a, address: 0.0.0.0}]\n" + base.substr(14) + "  - {name: u, role: both}\n",
+       "hosts[0].address: must be an address the other hosts reach this one at"},
+      {"model: m.gguf\nhosts: [{name: a, address: x, ssh_options: [BatchMode]}]\n" + base.substr(14) + "  - {name: u, role: both}\n",
+       "hosts[0].ssh_options: 'BatchMode' is not Key=Value"},
+      {kHosts + base + "  - {name: u, role: both}\n" + "hosts: []\n", "hosts: given twice"},
   };
   for (const Case& c : cases) {
     const std::string message = error_of(c.yaml);

@@ -152,7 +152,13 @@ CliResult run_cli(const std::string& args) { return testing::run_command(bin() +
 TEST_F(Serve, BadFlagsAreClearErrors) {
   CliResult r = run_cli("serve --model " + model_ + " --port 70000");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("error: --port must be in [0, 65535], got 70000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("error: --port must be a port in [0, 65535], got '70000'"), std::string::npos) << r.out;
+  // Lists of addresses are for the ranks of a group, one per rank.
+  r = run_cli("serve --model " + model_ + " --port 8100,8101");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("error: --port '8100,8101': a list of values is for the ranks of an expert-parallel group (--ep N)"),
+            std::string::npos)
+      << r.out;
   r = run_cli("serve --model " + model_ + " --max-num-seqs 8 --max-num-batched-tokens 4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("error: --max-num-batched-tokens (4) must be at least --max-num-seqs (8)"), std::string::npos) << r.out;

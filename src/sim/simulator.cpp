@@ -167,7 +167,7 @@ class Simulation {
 
   void send_closed(double t) {
     RequestSpec spec;
-    if (workload_.next_closed(t, spec)) push(t, EventKind::arrival, 0, new_request(spec));
+    if (workload_.next_closed(t, spec)) push(spec.arrival_s, EventKind::arrival, 0, new_request(spec));
   }
 
   void reject(SimRequest& r, const std::string& why) {

@@ -71,6 +71,31 @@ TEST(SimEventLoop, ClosedLoopSendsTheNextRequestWhenOneEnds) {
   EXPECT_NEAR(to_json(c, r, s)["unified"]["output_tokens_per_s"].get<double>(), 30 / r.end_s, 1e-6);
 }
 
+TEST(SimEventLoop, ClosedLoopClientsPauseTheirThinkTimeBetweenRequests) {
+  const std::string text = std::string(kToyHardware) + kToyModel + R"(
+deployment:
+  unified: {instances: 1, devices: 1, max_batched_tokens: 512, max_sequences_per_device: 8, block_size: 16}
+workload:
+  arrival: {closed: {clients: 1, think_s: 0.5}}
+  prompt_tokens: {fixed: 100}
+  output_tokens: {fixed: 10}
+  requests: 40
+)";
+  const SimConfig c = read_config(write_config("think.yaml", text), {});
+  const SimResult r = simulate(c);
+  ASSERT_EQ(r.requests.size(), 40u);
+  double pauses = 0;
+  for (size_t i = 1; i < r.requests.size(); ++i) {
+    const double pause = r.requests[i].spec.arrival_s - r.requests[i - 1].finish_s;
+    EXPECT_GT(pause, 0);
+    pauses += pause;
+    // Service starts at the arrival, not when the previous answer ended.
+    EXPECT_NEAR(r.requests[i].first_token_s - r.requests[i].spec.arrival_s, r.requests[0].first_token_s, 1e-12);
+  }
+  // Exponential pauses of mean 0.5 s: 39 of them average within 0.5 +- 0.25 (over 3 sigma).
+  EXPECT_NEAR(pauses / 39, 0.5, 0.25);
+}
+
 // A P/D deployment with a decode KV cache small enough that sequences get preempted.
 SimConfig pd_under_pressure(const std::string& policy) {
   const std::string text = std::string(kToyHardware) + kToyModel + R"(

@@ -90,7 +90,8 @@ workload:
     EXPECT_GT(pause, 0);
     pauses += pause;
     // Service starts at the arrival, not when the previous answer ended.
-    EXPECT_NEAR(r.requests[i].first_token_s - r.requests[i].spec.arrival_s, r.requests[0].first_token_s, 1e-12);
+    EXPECT_NEAR(r.requests[i].first_token_s - r.requests[i].spec.arrival_s,
+                r.requests[0].first_token_s - r.requests[0].spec.arrival_s, 1e-12);
   }
   // Exponential pauses of mean 0.5 s: 39 of them average within 0.5 +- 0.25 (over 3 sigma).
   EXPECT_NEAR(pauses / 39, 0.5, 0.25);

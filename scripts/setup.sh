@@ -17,6 +17,7 @@ packages=(
   libzmq3-dev cppzmq-dev              # KV events from the engines to the proxy
   nginx-light                         # the peer of bench/proxy_overhead (a plain reverse proxy)
   libopenmpi-dev openmpi-bin          # expert parallelism: the EP group's collectives, mpirun
+  openssh-client openssh-server       # launch's remote hosts; the multi-host test runs an sshd per namespace
 )
 
 sudo_cmd=""

@@ -9,10 +9,9 @@
 namespace moe::launch {
 namespace {
 
-// The ready line `line` is, if it is one.
-std::optional<ReadyLine> ready_line(std::string line) {
+// The ready line that `line` holds from its start on, if it is one.
+std::optional<ReadyLine> parse_ready(std::string line) {
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();  // ssh -tt ends lines with \r\n
-  if (!line.starts_with("serving ") && !line.starts_with("proxy on ")) return std::nullopt;
   ReadyLine r;
   if (line.ends_with(")")) {
     const size_t open = line.rfind(" (rank ");
@@ -31,6 +30,18 @@ std::optional<ReadyLine> ready_line(std::string line) {
   }
   if (r.port <= 0) return std::nullopt;
   return r;
+}
+
+// The ready line in `line`, if there is one. Not only at its start: mpirun writes the
+// ranks' stdout and stderr into one stream as they come, so a rank's ready line may follow
+// the first half of another rank's line.
+std::optional<ReadyLine> ready_line(const std::string& line) {
+  for (const char* marker : {"serving ", "proxy on "}) {
+    for (size_t at = line.find(marker); at != std::string::npos; at = line.find(marker, at + 1)) {
+      if (const std::optional<ReadyLine> r = parse_ready(line.substr(at))) return r;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace

@@ -63,7 +63,10 @@ Picked Dispatch::route(Leg leg, const PdRequest& pd, const std::vector<std::stri
 
 asio::awaitable<Picked> Dispatch::pick(Leg leg, const PdRequest& request, const std::vector<std::string>& exclude) {
   Picked p = route(leg, request, exclude);
-  const bool waits = !p.route.instance && exclude.empty();
+  // A retry finds every other instance tried already; where none at all is up either (the
+  // only group of the role lost and restarting), it waits for one as a first attempt does.
+  const bool waits =
+      !p.route.instance && (exclude.empty() || !scheduler_.route(leg, request.routing, {}, request.matched_prefix).instance);
   if (!p.route.instance && !waits) scheduler_.count(leg, p.route);
   if (waits) p = co_await wait(leg, request);
   co_return p;
@@ -146,9 +149,9 @@ void Dispatch::serve_queue() {
   for (const auto& w : woken) asio::post(w->executor, [timer = w->wake] { timer->cancel(); });
 }
 
-void Dispatch::report(Instance& instance, bool failed) {
+void Dispatch::report(Instance& instance, bool failed, bool unreachable) {
   if (failed) {
-    registry_.report_failure(instance, Clock::now());
+    registry_.report_failure(instance, Clock::now(), unreachable);
   } else {
     registry_.report_success(instance);
   }

@@ -58,8 +58,8 @@ class Dispatch {
   bool alone(const Instance& instance) const { return registry_.prefill_requests(instance) == 1; }
 
   // A leg's outcome: a failure that is the instance's (see instance_fault) counts toward
-  // its circuit breaker.
-  void report(Instance& instance, bool failed);
+  // its circuit breaker; unreachable: it got no answer at all (see Registry::report_failure).
+  void report(Instance& instance, bool failed, bool unreachable = false);
 
   Registry& registry() { return registry_; }
   const DispatchConfig& config() const { return config_; }

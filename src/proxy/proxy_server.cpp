@@ -163,7 +163,7 @@ asio::awaitable<std::optional<ProxyServer::Served>> ProxyServer::collect_leg(htt
     if (!result) break;
     // A 2xx that is not the protocol's is caught by the caller, which names the instance.
     const bool fault = instance_fault(*result);
-    dispatch_.report(*instance, fault);
+    dispatch_.report(*instance, fault, !result->response);
     if (fault) {
       metrics_.count_leg_failure(leg);
       if (attempt < dispatch_.config().max_attempts) {

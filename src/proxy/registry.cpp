@@ -178,9 +178,10 @@ void Registry::report_probe(Instance& instance, const std::optional<HealthReport
   capacity_freed();
 }
 
-void Registry::report_failure(Instance& instance, Clock::time_point now) {
+void Registry::report_failure(Instance& instance, Clock::time_point now, bool unreachable) {
   std::lock_guard lock(mu_);
   auto& i = instance;
+  if (unreachable && !i.group().empty()) i.probe_ok_ = false;
   const bool half_open = i.open_until_ && now >= *i.open_until_;
   if (++i.consecutive_failures_ >= breaker_.failures_to_open || half_open) i.open_until_ = now + breaker_.open_for;
 }

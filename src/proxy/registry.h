@@ -114,7 +114,10 @@ class Registry {
 
   // Health: a probe's answer (nullopt: it failed), and a leg's outcome.
   void report_probe(Instance& instance, const std::optional<HealthReport>& report);
-  void report_failure(Instance& instance, Clock::time_point now);
+  // unreachable: the leg got no answer at all (refused, reset). A rank of an
+  // expert-parallel group in that state is down until its probe answers again: its group
+  // cannot serve without it, so it goes out of routing whole at once.
+  void report_failure(Instance& instance, Clock::time_point now, bool unreachable = false);
   void report_success(Instance& instance);
   bool up(const Instance& instance, Clock::time_point now) const;
 

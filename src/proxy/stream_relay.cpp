@@ -107,7 +107,8 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
       active_->expect_whole_answer();
     }
     const bool alone = which == Leg::kPrefill && dispatch_.alone(*instance);
-    leg_relayed_ = retry_ = instance_fault_ = false;
+    leg_relayed_ = retry_ = instance_fault_ = instance_unreachable_ = false;
+    held_.clear();
     leg_first_event_.reset();
     may_retry_ = attempt < dispatch_.config().max_attempts;
     const http::Clock::time_point started = http::Clock::now();
@@ -117,7 +118,7 @@ asio::awaitable<InstancePtr> StreamRelay::attempts(Leg which) {
     // Where the client's stream stands, in tokens: what a resume continues from.
     body["return_token_ids"] = true;
     co_await leg(which, instance->backend(), body);
-    dispatch_.report(*instance, instance_fault_);
+    dispatch_.report(*instance, instance_fault_, instance_unreachable_);
     if (retry_) {
       trace_.mark("retry", {{"leg", leg_name(which)}, {"instance", instance->name()}});
       tried.push_back(instance->name());
@@ -148,6 +149,16 @@ asio::awaitable<void> StreamRelay::leg(Leg leg, const Backend& b, const Json& bo
                                             http::Clock::time_point at) -> asio::awaitable<bool> {
     std::vector<std::string> out;
     for (size_t i = 0; !broken && i < events.size(); ++i) broken = !take(leg, b, events[i].data, at, out);
+    // What a prefill leg streams before its hand-off (a chat answer's role chunk) is held
+    // back: should the P instance fail before the hand-off, the leg can be tried again
+    // elsewhere with nothing of it sent twice.
+    if (leg == Leg::kPrefill && !whole_ && !active_->handed_off() && !active_->done()) {
+      held_.insert(held_.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
+      out.clear();
+    } else if (!held_.empty()) {
+      out.insert(out.begin(), std::make_move_iterator(held_.begin()), std::make_move_iterator(held_.end()));
+      held_.clear();
+    }
     if (!out.empty()) leg_relayed_ = true;
     client_left = !co_await send(out);
     co_return !broken && !client_left;
@@ -192,6 +203,7 @@ asio::awaitable<void> StreamRelay::finish(Leg leg, const Backend& b, const LegRe
   // P's part ended with its finish chunk; whatever it sent after is not the client's.
   if (leg == Leg::kPrefill && active_->handed_off()) co_return;
   if (!result.response) {
+    instance_unreachable_ = true;
     co_await instance_failed(leg, result.failure);
     co_return;
   }

@@ -95,6 +95,8 @@ class StreamRelay {
   bool may_retry_ = false;
   bool retry_ = false;
   bool instance_fault_ = false;
+  bool instance_unreachable_ = false;  // no answer at all
+  std::vector<std::string> held_;      // a prefill leg's events before its hand-off
   std::optional<http::Clock::time_point> leg_first_event_;
   // The failure a retried leg did not send: the client's answer if no other instance is left.
   std::optional<std::pair<std::string, http::Response>> unsent_failure_;

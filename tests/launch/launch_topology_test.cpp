@@ -186,6 +186,29 @@ TEST(LaunchTopology, ShippedConfigsAreValid) {
   }
 }
 
+TEST(LaunchTopology, ShippedExpertParallelConfigsAreValid) {
+  const Topology a = load_topology(std::string(MOE_CONFIGS_DIR) + "/1p1d-ep.yaml");
+  ASSERT_EQ(a.instances.size(), 2u);
+  for (const InstanceSpec& s : a.instances) {
+    EXPECT_EQ(s.ep, 2);
+    ASSERT_EQ(s.ranks.size(), 2u);
+    EXPECT_EQ(s.ranks[1].name, s.name + "-rank1");
+    EXPECT_FALSE(a.remote(s));
+  }
+  const Topology b = load_topology(std::string(MOE_CONFIGS_DIR) + "/2p1d-4hosts.yaml");
+  ASSERT_EQ(b.hosts.size(), 4u);
+  ASSERT_EQ(b.instances.size(), 3u);
+  EXPECT_EQ(b.instances[1].ranks[1].port, 18513);
+  const InstanceSpec& d = b.instances[2];
+  EXPECT_EQ(d.ep, 4);
+  ASSERT_EQ(d.ranks.size(), 4u);
+  EXPECT_EQ(b.host_of(d.ranks[1])->name, "d0");
+  EXPECT_EQ(b.host_of(d.ranks[2])->name, "d1");
+  EXPECT_EQ(d.ranks[3].address, "10.0.0.4");
+  EXPECT_EQ(d.ranks[3].port, 18523);
+  EXPECT_TRUE(b.remote(d));
+}
+
 const std::string kHosts = R"(hosts:
   - {name: a, address: 10.0.0.1}
   - {name: b, address: 10.0.0.2}

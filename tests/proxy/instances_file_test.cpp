@@ -36,8 +36,8 @@ TEST(InstancesFile, ReadsUrlsRolesNamesAndWeights) {
 }
 
 TEST(InstancesFile, WhatItWritesReadsBack) {
-  const std::vector<InstanceSpec> in{{"p 0", "http://[::1]:8100", InstanceRole::prefill, 0.5},
-                                     {"u: 1", "http://h:1", InstanceRole::both, 3}};
+  const std::vector<InstanceSpec> in{{"p 0", "http://[::1]:8100", InstanceRole::prefill, 0.5, "p"},
+                                     {"u: 1", "http://h:1", InstanceRole::both, 3, ""}};
   const auto back = parse_instances_file(instances_file_text(in), "written");
   ASSERT_EQ(back.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
@@ -45,12 +45,13 @@ TEST(InstancesFile, WhatItWritesReadsBack) {
     EXPECT_EQ(back[i].url, in[i].url);
     EXPECT_EQ(back[i].role, in[i].role);
     EXPECT_EQ(back[i].weight, in[i].weight);
+    EXPECT_EQ(back[i].group, in[i].group);
   }
 }
 
 TEST(InstancesFile, MistakesAreNamedWithTheirLineAndField) {
   EXPECT_EQ(error_of("instances:\n  - {url: http://a:1, role: prefill, wieght: 2}\n"),
-            "i.yaml:2:38: instances[0].wieght: unknown key (expected one of url, role, name, weight)");
+            "i.yaml:2:38: instances[0].wieght: unknown key (expected one of url, role, name, weight, group)");
   EXPECT_EQ(error_of("instances:\n  - {role: decode}\n"), "i.yaml:2:5: instances[0].url: is required (http://HOST:PORT)");
   EXPECT_EQ(error_of("instances:\n  - {url: http://a:1, role: primary}\n"),
             "i.yaml:2:29: instances[0].role: 'primary' is not one of prefill, decode, both");

@@ -2,10 +2,11 @@
 # The demo: builds moengine, generates a default model (DeepSeek-V2/V3 shaped, random
 # weights), runs prompts through it offline, loads the same kind of model from a Hugging Face
 # checkpoint directory (FP8) and converts it to GGUF, measures the KV transports, then starts
-# two prefill instances and a decode instance of `moengine serve` behind `moengine proxy` with
-# `moengine launch`, sends OpenAI API requests through the proxy (plain, streamed, and two that
-# share a prefix), load-tests it with `moengine bench serve` and shows the metrics. DEMO_PRESET=mid uses the 2.6B parameter model (about 2.8 GB
-# at q8_0) instead of the tiny one.
+# two prefill instances and an expert-parallel decode group of two ranks (`serve --ep 2` under
+# mpirun) behind `moengine proxy` with `moengine launch`, sends OpenAI API requests through the
+# proxy (plain, streamed, and two that share a prefix), load-tests it with `moengine bench
+# serve` and shows the metrics. DEMO_PRESET=mid uses the 2.6B parameter model (about 2.8 GB at
+# q8_0) instead of the tiny one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 preset="${DEMO_PRESET:-tiny}"
@@ -41,7 +42,7 @@ echo "== bench kv-transfer: how fast KV moves between instances (ucx, tcp) again
 "$bin" bench kv-transfer --seconds 0.05
 
 echo
-echo "== launch: two prefill instances and a decode instance behind moengine proxy (2P1D), from one file"
+echo "== launch: two prefill instances and a decode group of 2 expert-parallel ranks behind moengine proxy, from one file"
 logs="$(mktemp -d)"
 launch_pid=""
 trap '[ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null && wait "$launch_pid" 2>/dev/null; rm -rf "$logs"' EXIT
@@ -55,7 +56,7 @@ defaults:
   args: [--kv-cache-memory, 0.25]
 instances:
   - {name: prefill, role: prefill, count: 2, port: 0}
-  - {name: decode, role: decode, port: 0}
+  - {name: decode, role: decode, ep: 2, port: 0}
 proxy:
   port: 0
 EOF
@@ -71,9 +72,9 @@ for _ in $(seq 600); do
 done
 [ -n "$url" ] || { cat "$logs/launch.err" >&2; echo "demo: launch did not get ready" >&2; exit 1; }
 cat "$logs/launch.out"
-instance_url() { awk -v n="$1" '$1 == n { print $3 }' "$logs/launch.out"; }
+instance_url() { awk -v n="$1" '$1 == n { print $4 }' "$logs/launch.out"; }
 prefill="$(instance_url prefill-0)"
-decode="$(instance_url decode-0)"
+decode="$(instance_url decode-0-rank0)"
 
 echo
 echo "== POST /v1/chat/completions through the proxy (P makes the first token, D the rest)"
@@ -104,7 +105,7 @@ echo "== bench serve through the proxy: 32 requests, 8 at a time"
   --num-prompts 32 --max-concurrency 8
 
 echo
-echo "== GET /metrics (excerpts): a prefill instance, the decode instance, the proxy"
+echo "== GET /metrics (excerpts): a prefill instance, rank 0 of the decode group, the proxy"
 curl -sS "$prefill/metrics" | grep -E '^moengine:(prompt_tokens_total|kv_leases_(active|released_total|expired_total)|num_kv_blocks_used)'
 curl -sS "$decode/metrics" | grep -E '^moengine:(generation_tokens_total|kv_transfer_(bytes_total|pulls_total|duration_seconds_(sum|count))|kv_remote_loads_total|num_kv_blocks_used)'
-curl -sS "$url/metrics" | grep -E '^moengine:proxy_(requests_total|time_to_first_token_seconds_(sum|count)|routing_decisions_total)'
+curl -sS "$url/metrics" | grep -E '^moengine:proxy_(group_up|group_ranks|requests_total|time_to_first_token_seconds_(sum|count)|routing_decisions_total)'

@@ -1,9 +1,10 @@
 // Decode attention over 4096 cached positions for DeepSeek's absorbed MLA (16 heads of one
-// 576-float latent row) and Qwen3-MoE's GQA (32 query heads over 4 kv heads of 128).
+// 576-float latent row) and Qwen3-MoE's GQA (32 query heads over 4 kv heads of 128), with
+// the cache stored in each KV dtype (second argument: f32, f16, bf16, fp8_e4m3, q8_0).
 //
 // Each iteration decodes one token for the next of several sequences whose caches together
 // are about 3x the L3 cache, as a decode step over a batch does, so the KV is streamed
-// from memory. Reported: GB/s of KV read (each cached float counted once), next to a peer
+// from memory. Reported: GB/s of KV read (each stored byte counted once), next to a peer
 // measured in the same run -- a plain parallel read of the same caches -- whose GB/s is
 // what the memory system delivers here: decode kv_GBps over the peer's is the fraction of
 // the bandwidth limit reached.
@@ -12,6 +13,7 @@
 
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -27,8 +29,7 @@ constexpr int64_t kCacheBytesTarget = int64_t(96) << 20;
 
 struct Shape {
   AttentionShape attn;
-  int64_t row_width;   // floats per cached position
-  int64_t read_width;  // floats of it the kernel reads
+  std::vector<int64_t> segments;  // of a cached row
 };
 
 Shape mla_shape() {
@@ -38,7 +39,7 @@ Shape mla_shape() {
   s.dk = 576;
   s.dv = 512;
   s.scale = 1.0f / 13.856f;  // 1 / sqrt(192), DeepSeek's qk head dim
-  return {s, 576, 576};
+  return {s, {512, 64}};
 }
 
 Shape gqa_shape() {
@@ -49,50 +50,58 @@ Shape gqa_shape() {
   s.k_head_stride = s.v_head_stride = 128;
   s.v_offset = 4 * 128;
   s.scale = 1.0f / 11.3137f;
-  return {s, 1024, 1024};
+  return {s, std::vector<int64_t>(8, 128)};
 }
 
+constexpr KvDtype kDtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::fp8_e4m3, KvDtype::q8_0};
+
 struct Sequence {
-  std::vector<std::unique_ptr<float[]>> blocks;
-  std::vector<const float*> table;
+  std::vector<std::unique_ptr<uint8_t[]>> blocks;
+  std::vector<const uint8_t*> table;
   KvView view;
 };
 
 struct Fixture {
   Shape shape;
+  KvRowFormat format;
   std::vector<Sequence> seqs;
   std::vector<float> q, out;
 
-  explicit Fixture(const Shape& sh) : shape(sh) {
-    const int64_t seq_bytes = kPositions * sh.row_width * int64_t(sizeof(float));
-    const int64_t n_seqs = (kCacheBytesTarget + seq_bytes - 1) / seq_bytes;
+  Fixture(const Shape& sh, KvDtype dtype) : shape(sh), format(dtype, sh.segments) {
+    const int64_t block_bytes = kBlockSize * format.bytes();
+    const int64_t n_seqs = (kCacheBytesTarget + kPositions * format.bytes() - 1) / (kPositions * format.bytes());
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> row(size_t(format.floats()));
     seqs.resize(size_t(n_seqs));
     for (Sequence& seq : seqs) {
       for (int64_t b = 0; b < kPositions / kBlockSize; ++b) {
-        seq.blocks.emplace_back(new float[size_t(kBlockSize * sh.row_width)]);
-        for (int64_t i = 0; i < kBlockSize * sh.row_width; ++i)
-          seq.blocks.back()[size_t(i)] = dist(rng);
+        seq.blocks.emplace_back(new uint8_t[size_t(block_bytes)]);
+        for (int64_t p = 0; p < kBlockSize; ++p) {
+          for (float& x : row) x = dist(rng);
+          format.encode(row.data(), seq.blocks.back().get() + p * format.bytes());
+        }
         seq.table.push_back(seq.blocks.back().get());
       }
-      seq.view = KvView{seq.table.data(), kBlockSize, sh.row_width};
+      seq.view = KvView{seq.table.data(), kBlockSize, format.bytes(), &format};
     }
     q.resize(size_t(sh.attn.n_q_heads * sh.attn.dk));
     for (float& x : q) x = dist(rng);
     out.resize(size_t(sh.attn.n_q_heads * sh.attn.dv));
   }
 
-  double kv_bytes_per_decode() const { return double(kPositions * shape.read_width * 4); }
+  double kv_bytes_per_decode() const { return double(kPositions * format.bytes()); }
 };
 
-Fixture& fixture(bool mla) {
-  static Fixture m(mla_shape()), g(gqa_shape());
-  return mla ? m : g;
+Fixture& fixture(bool mla, int64_t dtype_index) {
+  static std::vector<std::unique_ptr<Fixture>> made(2 * std::size(kDtypes));
+  std::unique_ptr<Fixture>& f = made[size_t(dtype_index) * 2 + (mla ? 1 : 0)];
+  if (!f) f = std::make_unique<Fixture>(mla ? mla_shape() : gqa_shape(), kDtypes[dtype_index]);
+  return *f;
 }
 
 void decode(benchmark::State& state, bool mla, bool reference) {
-  Fixture& f = fixture(mla);
+  Fixture& f = fixture(mla, state.range(1));
   ThreadPool pool(int(state.range(0)));
   size_t next = 0;
   for (auto _ : state) {
@@ -107,10 +116,11 @@ void decode(benchmark::State& state, bool mla, bool reference) {
   }
   state.counters["kv_GBps"] = benchmark::Counter(f.kv_bytes_per_decode() * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(reference ? "reference" : attention_backend_name());
+  state.SetLabel(std::string(reference ? "reference" : attention_backend_name()) + " " + kv_dtype_name(f.format.dtype()));
 }
 
 __attribute__((target("avx2"))) float sum_rows_avx2(const float* p, int64_t n) {
+  n /= 4;  // floats in the bytes
   __m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -128,6 +138,7 @@ __attribute__((target("avx2"))) float sum_rows_avx2(const float* p, int64_t n) {
 }
 
 float sum_rows_generic(const float* p, int64_t n) {
+  n /= 4;
   float s[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -138,18 +149,18 @@ float sum_rows_generic(const float* p, int64_t n) {
 
 // The peer: read the same blocks, split over the same pool, doing nothing but adding.
 void stream(benchmark::State& state, bool mla) {
-  Fixture& f = fixture(mla);
+  Fixture& f = fixture(mla, state.range(1));
   ThreadPool pool(int(state.range(0)));
   const bool avx2 = cpu_features().has_avx2_fma();
-  const int64_t block_floats = kBlockSize * f.shape.row_width;
+  const int64_t block_bytes = kBlockSize * f.format.bytes();
   size_t next = 0;
   std::vector<float> partial(size_t(kPositions / kBlockSize));
   for (auto _ : state) {
     const Sequence& seq = f.seqs[next++ % f.seqs.size()];
     pool.parallel_for(int64_t(seq.table.size()), 4, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        partial[size_t(i)] = avx2 ? sum_rows_avx2(seq.table[size_t(i)], block_floats)
-                                  : sum_rows_generic(seq.table[size_t(i)], block_floats);
+        partial[size_t(i)] = avx2 ? sum_rows_avx2(reinterpret_cast<const float*>(seq.table[size_t(i)]), block_bytes)
+                                  : sum_rows_generic(reinterpret_cast<const float*>(seq.table[size_t(i)]), block_bytes);
     });
     benchmark::DoNotOptimize(partial.data());
   }
@@ -164,13 +175,18 @@ void BM_GqaDecode4kReference(benchmark::State& s) { decode(s, false, true); }
 void BM_MlaStreamPeer(benchmark::State& s) { stream(s, true); }
 void BM_GqaStreamPeer(benchmark::State& s) { stream(s, false); }
 
-// Arg: pool threads (0: one per core).
-BENCHMARK(BM_MlaStreamPeer)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_MlaDecode4k)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_MlaDecode4kReference)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GqaStreamPeer)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GqaDecode4k)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GqaDecode4kReference)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+// Args: pool threads (0: one per core), KV dtype (index into kDtypes).
+void every_dtype(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> threads) {
+  for (int64_t d = 0; d < int64_t(std::size(kDtypes)); ++d)
+    for (int64_t t : threads) b->Args({t, d});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK(BM_MlaStreamPeer)->Apply([](auto* b) { every_dtype(b, {1, 0}); });
+BENCHMARK(BM_MlaDecode4k)->Apply([](auto* b) { every_dtype(b, {1, 0}); });
+BENCHMARK(BM_MlaDecode4kReference)->Args({1, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GqaStreamPeer)->Apply([](auto* b) { every_dtype(b, {1, 0}); });
+BENCHMARK(BM_GqaDecode4k)->Apply([](auto* b) { every_dtype(b, {1, 0}); });
+BENCHMARK(BM_GqaDecode4kReference)->Args({1, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace moe

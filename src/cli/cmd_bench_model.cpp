@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_dtype_arg.h"
 #include "cli/model_loading.h"
 #include "cli/progress.h"
 #include "core/cpu_features.h"
@@ -34,6 +35,7 @@ struct BenchModelArgs {
   int threads = 0;
   std::vector<int> batch;  // decode batch sizes to measure besides tg
   int batch_context = 128;
+  KvDtype kv_dtype = kKvDtypeAuto;
   bool json = false;
 };
 
@@ -92,9 +94,10 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // Decode tokens/s of `batch` sequences stepping together, each after its own `context`
 // random prompt tokens: what a serving engine's decode steps cost at that batch size.
-double batched_decode_rate(Model& model, int batch, int context, int steps, ThreadPool& pool, std::mt19937& rng) {
+double batched_decode_rate(Model& model, KvDtype kv_dtype, int batch, int context, int steps, ThreadPool& pool,
+                           std::mt19937& rng) {
   const int64_t block = 16, blocks_per_seq = (context + steps + block) / block;
-  KvStore kv = model.make_kv_store(block, blocks_per_seq * batch);
+  KvStore kv = model.make_kv_store(block, blocks_per_seq * batch, kv_dtype);
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
   for (int b = 0; b < batch; ++b) {
     for (int64_t i = 0; i < blocks_per_seq; ++i) tables[size_t(b)].push_back(int32_t(b * blocks_per_seq + i));
@@ -138,7 +141,7 @@ void run(const BenchModelArgs& a) {
   std::vector<int32_t> prompt(size_t(a.pp));
   for (auto& t : prompt) t = token(rng);
 
-  SingleSequence seq(*model, std::max(a.pp, a.tg) + 1);
+  SingleSequence seq(*model, std::max(a.pp, a.tg) + 1, a.kv_dtype);
   // Warm-up: first touches of weights and buffers (the activations of a whole --pp prompt
   // included, which a shorter warm-up leaves for the first timed run) are not measured.
   seq.prefill(prompt, false, pool);
@@ -183,7 +186,7 @@ void run(const BenchModelArgs& a) {
     for (size_t i = 0; i < a.batch.size(); ++i) {
       std::vector<double> rates;
       for (int r = 0; r < a.reps; ++r) {
-        rates.push_back(batched_decode_rate(*model, a.batch[i], a.batch_context, a.tg, pool, rng));
+        rates.push_back(batched_decode_rate(*model, a.kv_dtype, a.batch[i], a.batch_context, a.tg, pool, rng));
         batch_bar.update((double(i) + (r + 1.0) / a.reps) / double(a.batch.size()));
       }
       batched.push_back(stats(rates));
@@ -201,6 +204,7 @@ void run(const BenchModelArgs& a) {
                         {"cpu", cpu_features().describe()},
                         {"matmul_backend", matmul_backend_name()},
                         {"attention_backend", attention_backend_name()},
+                        {"kv_cache_dtype", kv_dtype_name(a.kv_dtype)},
                         {"moved_weight_bytes", model->moved_weight_bytes()},
                         {"regrouped_weight_bytes", model->regrouped_weight_bytes()},
                         {"pp", a.pp},
@@ -237,8 +241,8 @@ void run(const BenchModelArgs& a) {
     return;
   }
   std::printf("model: %s\n", c.summary().c_str());
-  std::printf("cpu: %s; matmul: %s; attention: %s; huge pages: %.0f MiB; regrouped: %.0f MiB; threads: %d\n",
-              cpu_features().describe().c_str(), matmul_backend_name(), attention_backend_name(),
+  std::printf("cpu: %s; matmul: %s; attention: %s, KV cache %s; huge pages: %.0f MiB; regrouped: %.0f MiB; threads: %d\n",
+              cpu_features().describe().c_str(), matmul_backend_name(), attention_backend_name(), kv_dtype_name(a.kv_dtype),
               double(model->moved_weight_bytes()) / 1048576.0, double(model->regrouped_weight_bytes()) / 1048576.0,
               pool.size());
   std::printf("| test   |          t/s |\n|--------|--------------|\n");
@@ -283,6 +287,7 @@ void register_bench_model(CLI::App& bench) {
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
   cmd->add_option("--batch", args->batch, "Decode batch sizes to measure, comma-separated (e.g. 1,4,16,32)")->delimiter(',');
   cmd->add_option("--batch-context", args->batch_context, "Prompt tokens per sequence before batched decode")->capture_default_str();
+  add_kv_dtype_option(*cmd, args->kv_dtype);
   cmd->add_flag("--json", args->json, "Print the results as JSON");
   cmd->callback([args] { run(*args); });
 }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/kv_dtype_arg.h"
 #include "cli/commands.h"
 #include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
@@ -32,6 +33,7 @@ struct GenerateArgs {
   bool json = false;
   bool ignore_eos = false;
   std::string logits_out;
+  KvDtype kv_dtype = kKvDtypeAuto;
   ExpertParallelArgs ep;
 };
 
@@ -85,7 +87,7 @@ void run(const GenerateArgs& a) {
     return;
   }
 
-  SingleSequence seq(*model, int64_t(prompt.size()) + a.max_tokens);
+  SingleSequence seq(*model, int64_t(prompt.size()) + a.max_tokens, a.kv_dtype);
   SamplingParams sp;
   sp.temperature = a.temperature;
   sp.seed = a.seed;  // always seeded, so the same command gives the same tokens
@@ -155,6 +157,7 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print {\"prompt_ids\", \"output_ids\", \"text\"} as JSON");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--logits-out", args->logits_out, "Write all logits to this .npy file");
+  add_kv_dtype_option(*cmd, args->kv_dtype);
   add_expert_parallel_options(*cmd, args->ep);
   cmd->callback([args] { run(*args); });
 }

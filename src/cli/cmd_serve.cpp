@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
+#include "cli/kv_dtype_arg.h"
 #include "cli/rank_addresses.h"
 #include "core/error.h"
 #include "disagg/kv_agent.h"
@@ -37,6 +38,7 @@ struct ServeArgs {
   int32_t max_num_seqs = 64;
   double kv_cache_memory = 1.0;
   int32_t block_size = 16;
+  KvDtype kv_dtype = kKvDtypeAuto;
   size_t max_waiting = 256;
   std::string scheduling_policy = "fcfs";
   int threads = 0;
@@ -68,7 +70,7 @@ std::unique_ptr<disagg::KvAgent> make_kv_agent(const ServeArgs& a, AsyncEngine& 
   pd.http_host = pd.transport.host;
   pd.lease = std::chrono::milliseconds(a.kv_lease_ms);
   pd.on_load_failure = disagg::parse_load_failure_policy(a.kv_load_failure_policy);
-  return std::make_unique<disagg::KvAgent>(pd, engine.kv(), disagg::model_fingerprint(model.file()));
+  return std::make_unique<disagg::KvAgent>(pd, engine.kv(), disagg::model_fingerprint(model.file(), engine.kv().dtype()));
 }
 
 void run(ServeArgs a) {
@@ -102,7 +104,8 @@ void run(ServeArgs a) {
   ec.engine.scheduler.max_num_seqs = a.max_num_seqs;
   ec.engine.scheduler.policy = a.scheduling_policy == "priority" ? SchedulerConfig::Policy::kPriority : SchedulerConfig::Policy::kFcfs;
   ec.engine.block_size = a.block_size;
-  ec.engine.n_blocks = kv_blocks_for_memory(*model, a.kv_cache_memory, a.block_size);
+  ec.engine.kv_dtype = a.kv_dtype;
+  ec.engine.n_blocks = kv_blocks_for_memory(*model, a.kv_cache_memory, a.block_size, a.kv_dtype);
   // An explicit length the model or the cache cannot hold is refused; the default (the
   // model's context) is only capped, per request, at the cache's size.
   if (a.max_model_len > model->config().n_ctx_train) {
@@ -141,8 +144,8 @@ void run(ServeArgs a) {
   // Declared before the server so that it outlives every handler holding one of its requests.
   AsyncEngine engine(*model, tok, ec);
   const RequestLimits& limits = engine.limits();
-  std::fprintf(stderr, "engine: KV cache %d blocks of %d positions (%lld tokens), max_model_len %lld, max_num_seqs %d, max_num_batched_tokens %lld\n",
-               ec.engine.n_blocks, ec.engine.block_size, (long long)limits.kv_capacity_tokens, (long long)limits.max_model_len,
+  std::fprintf(stderr, "engine: KV cache %s, %d blocks of %d positions (%lld tokens), max_model_len %lld, max_num_seqs %d, max_num_batched_tokens %lld\n",
+               kv_dtype_name(a.kv_dtype), ec.engine.n_blocks, ec.engine.block_size, (long long)limits.kv_capacity_tokens, (long long)limits.max_model_len,
                a.max_num_seqs, (long long)a.max_num_batched_tokens);
 
   std::unique_ptr<disagg::KvAgent> agent = make_kv_agent(a, engine, *model);
@@ -228,6 +231,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-cache-memory", args->kv_cache_memory, "GiB of memory for the paged KV cache (allocated at start)")
       ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")->capture_default_str();
+  add_kv_dtype_option(*cmd, args->kv_dtype);
   cmd->add_option("--max-waiting", args->max_waiting, "Requests queued but not running; more get 429 with Retry-After")
       ->capture_default_str();
   cmd->add_option("--scheduling-policy", args->scheduling_policy, "fcfs, or priority (by the request's \"priority\", lower first)")

@@ -145,14 +145,15 @@ asio::awaitable<KvAgent::Peer> KvAgent::contact(const Handoff& h) {
     throw PullError(PullFailure::kUnreachable, fmt::format("{} is engine {}, not {} that made the hand-off", peer_name(h),
                                                            engine_id, h.remote_engine_id));
   }
+  // The layout first: a KV dtype that differs is named as such, not as another fingerprint.
+  const std::string mismatch = kv_geometry_mismatch(remote, geometry_);
+  if (!mismatch.empty()) {
+    throw PullError(PullFailure::kMismatch, fmt::format("{} lays out its KV cache differently: {}", peer_name(h), mismatch));
+  }
   if (info["model_fingerprint"] != fingerprint_) {
     throw PullError(PullFailure::kMismatch,
                     fmt::format("{} runs another model (fingerprint {}, this instance {}): its KV cannot be used here",
                                 peer_name(h), info["model_fingerprint"].get<std::string>(), fingerprint_));
-  }
-  const std::string mismatch = kv_geometry_mismatch(remote, geometry_);
-  if (!mismatch.empty()) {
-    throw PullError(PullFailure::kMismatch, fmt::format("{} lays out its KV cache differently: {}", peer_name(h), mismatch));
   }
   if (!info.contains("transport") || info["transport"].value("transport", "") != transport_kind_name(transport_->kind())) {
     throw PullError(PullFailure::kMismatch, fmt::format("{} does not offer the {} KV transport this instance uses", peer_name(h),

@@ -8,7 +8,7 @@
 namespace moe::disagg {
 
 KvGeometry kv_geometry(const KvStore& kv) {
-  return KvGeometry{kv.n_layers(), kv.n_blocks(), kv.block_size(), kv.row_floats() * int64_t(sizeof(float)), "f32"};
+  return KvGeometry{kv.n_layers(), kv.n_blocks(), kv.block_size(), kv.row_bytes(), kv_dtype_name(kv.dtype())};
 }
 
 MemoryRegion kv_region(KvStore& kv) { return MemoryRegion{kv.data(), kv.bytes(), kv.fd()}; }

@@ -17,9 +17,11 @@ void add(XXH3_state_t* st, const void* p, size_t n) { XXH3_64bits_update(st, p, 
 
 }  // namespace
 
-std::string model_fingerprint(const GgufFile& file) {
+std::string model_fingerprint(const GgufFile& file, KvDtype kv_dtype) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
+  const std::string dtype = kv_dtype_name(kv_dtype);
+  add(st, dtype.c_str(), dtype.size() + 1);
   for (const GgufTensorInfo& t : file.tensors()) {
     add(st, t.name.data(), t.name.size() + 1);
     const int32_t type = int32_t(t.type);

@@ -35,11 +35,11 @@ const char* finish_kind_name(FinishKind k) {
   return "";
 }
 
-int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size) {
+int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size, KvDtype dtype) {
   if (!(gib > 0.0)) fail("KV cache memory must be > 0 GiB, got {}", gib);
   if (block_size < 1) fail("block size must be >= 1, got {}", block_size);
   const ModelConfig& c = model.config();
-  const double block_bytes = double(c.n_layer) * double(c.kv_row_floats()) * double(block_size) * sizeof(float);
+  const double block_bytes = double(c.n_layer) * double(c.kv_row_format(dtype).bytes()) * double(block_size);
   const double n = gib * double(1ull << 30) / block_bytes;
   if (n < 1.0) fail("{} GiB of KV cache is less than one block of {} positions ({:.0f} bytes)", gib, block_size, block_bytes);
   return int32_t(std::min(n, double(std::numeric_limits<int32_t>::max())));
@@ -127,7 +127,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
       tok_(tokenizer),
       config_(config),
       pool_(pool),
-      kv_(model.make_kv_store(config.block_size, config.n_blocks)),
+      kv_(model.make_kv_store(config.block_size, config.n_blocks, config.kv_dtype)),
       blocks_(config.n_blocks, config.block_size),
       scheduler_(config.scheduler, blocks_) {
   if (config_.max_model_len <= 0) config_.max_model_len = model.config().n_ctx_train;

@@ -28,6 +28,7 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   int32_t block_size = 16;
   int32_t n_blocks = 0;        // KV cache blocks; see kv_blocks_for_memory
+  KvDtype kv_dtype = kKvDtypeAuto;  // how the cache stores its rows
   int64_t max_model_len = 0;   // longest prompt + max_tokens; 0: the model's context length
   // How long a prefill instance holds a handed-off prompt's blocks for the decode
   // instance to pull before it frees them.
@@ -35,8 +36,8 @@ struct EngineConfig {
 };
 
 
-// KV blocks of block_size positions that fit in `gib` GiB for this model.
-int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size);
+// KV blocks of block_size positions that fit in `gib` GiB for this model, stored as dtype.
+int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size, KvDtype dtype);
 
 // The limits a request is checked against before it is queued.
 struct RequestLimits {

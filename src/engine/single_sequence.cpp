@@ -4,10 +4,10 @@
 
 namespace moe {
 
-SingleSequence::SingleSequence(Model& model, int64_t max_len, int64_t block_size)
+SingleSequence::SingleSequence(Model& model, int64_t max_len, KvDtype kv_dtype, int64_t block_size)
     : model_(model),
       max_len_(max_len),
-      kv_(model.make_kv_store(block_size, (max_len + block_size - 1) / block_size)) {
+      kv_(model.make_kv_store(block_size, (max_len + block_size - 1) / block_size, kv_dtype)) {
   for (int32_t b = 0; b < int32_t(kv_.n_blocks()); ++b) table_.push_back(b);
   step_.seqs.resize(1);
   step_.seqs[0].block_table = &table_;

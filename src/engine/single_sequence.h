@@ -13,8 +13,8 @@ class ThreadPool;
 
 class SingleSequence {
  public:
-  // Room for max_len positions, in blocks of block_size.
-  SingleSequence(Model& model, int64_t max_len, int64_t block_size = 16);
+  // Room for max_len positions, in blocks of block_size, the cache stored as kv_dtype.
+  SingleSequence(Model& model, int64_t max_len, KvDtype kv_dtype, int64_t block_size = 16);
 
   // Feeds tokens at the next positions in one batched step. With all_logits the result is
   // [tokens.size(), n_vocab], else the last token's row only.

@@ -308,6 +308,17 @@ const AttnKernels& kernels() {
 
 // ---- driver ----
 
+void check_format(const AttentionShape& s, const KvView& kv) {
+  if (kv.format == nullptr) fail("attention: the KV view has no row format");
+  for (int g = 0; g < s.n_kv_heads; ++g) {
+    const int64_t k0 = s.k_offset + g * s.k_head_stride, v0 = s.v_offset + g * s.v_head_stride;
+    if (!kv.format->whole_groups(k0, s.dk) || !kv.format->whole_groups(v0, s.dv)) {
+      fail("attention: kv head {} (key at {}, value at {}) does not fall on whole {} groups of the row", g, k0, v0,
+           kv_dtype_name(kv.format->dtype()));
+    }
+  }
+}
+
 int64_t segments_for(int64_t n_positions) { return (n_positions + kSegment - 1) / kSegment; }
 
 // The rows of kv heads [g_begin, g_end), each head contributing its rows
@@ -349,12 +360,12 @@ struct Call {
   }
 };
 
-// Floats [lo, hi) of the cache rows of positions [p, p + n), towards L2.
+// Bytes [lo, hi) of the cache rows of positions [p, p + n), towards L2.
 void prefetch_rows(const KvView& kv, int64_t p, int64_t n, int64_t lo, int64_t hi) {
   int64_t block = p / kv.block_size, in_block = p % kv.block_size;
   for (int64_t j = 0; j < n; ++j) {
     const char* row = reinterpret_cast<const char*>(kv.blocks[block] + in_block * kv.row_stride);
-    for (int64_t byte = lo * 4; byte < hi * 4; byte += 64) _mm_prefetch(row + byte, _MM_HINT_T1);
+    for (int64_t byte = lo; byte < hi; byte += 64) _mm_prefetch(row + byte, _MM_HINT_T1);
     if (++in_block == kv.block_size) {
       in_block = 0;
       ++block;
@@ -398,15 +409,24 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
     for (int h = 0; h < n_heads; ++h) c.kern.transpose_queries(n, qr + h * n, sh.dk, qt.data() + h * lane_stride);
   }
   float s[kMaxTileRows * kChunk];
-  const float* base[kChunk];
+  const uint8_t* base[kChunk];
   const float* kp[kChunk];
   const float* vp[kChunk];
 
-  int64_t span_lo = INT64_MAX, span_hi = 0;  // floats of a cache row this tile reads
+  // Rows stored below f32 are converted a chunk at a time, each head's key and value
+  // apart, into buffers that stay in L1/L2 while the chunk is worked on.
+  const KvRowFormat& fmt = *c.kv.format;
+  const bool direct = fmt.dtype() == KvDtype::f32;
+  thread_local std::vector<float> kbuf, vbuf;
+  if (!direct) {
+    kbuf.resize(size_t(kChunk * sh.dk));
+    vbuf.resize(size_t(kChunk * sh.dv));
+  }
+  int64_t span_lo = INT64_MAX, span_hi = 0;  // bytes of a cache row this tile reads
   for (int g = tile.g_begin; g < tile.g_end; ++g) {
     const int64_t k0 = sh.k_offset + g * sh.k_head_stride, v0 = sh.v_offset + g * sh.v_head_stride;
-    span_lo = std::min({span_lo, k0, v0});
-    span_hi = std::max({span_hi, k0 + sh.dk, v0 + sh.dv});
+    span_lo = std::min({span_lo, fmt.byte_at(k0), fmt.byte_at(v0)});
+    span_hi = std::max({span_hi, fmt.byte_at(k0 + sh.dk), fmt.byte_at(v0 + sh.dv)});
   }
   int active = 0;  // rows [active, n) of every head still attend to the current chunk
   for (int64_t p0 = seg_begin; p0 < seg_end; p0 += kChunk) {
@@ -428,9 +448,26 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
       const int g = tile.g_begin + h;
       const int64_t k_off = sh.k_offset + g * sh.k_head_stride;
       const int64_t v_off = sh.v_offset + g * sh.v_head_stride;
-      for (int j = 0; j < np; ++j) {
-        kp[j] = base[j] + k_off;
-        vp[j] = base[j] + v_off;
+      if (direct) {
+        for (int j = 0; j < np; ++j) {
+          kp[j] = reinterpret_cast<const float*>(base[j]) + k_off;
+          vp[j] = reinterpret_cast<const float*>(base[j]) + v_off;
+        }
+      } else {
+        // MLA's value is the start of its key: converted once, for both.
+        const bool v_in_k = v_off >= k_off && v_off + sh.dv <= k_off + sh.dk;
+        for (int j = 0; j < np; ++j) {
+          float* k = kbuf.data() + j * sh.dk;
+          fmt.decode(base[j], k_off, sh.dk, k);
+          kp[j] = k;
+          if (v_in_k) {
+            vp[j] = k + (v_off - k_off);
+          } else {
+            float* v = vbuf.data() + j * sh.dv;
+            fmt.decode(base[j], v_off, sh.dv, v);
+            vp[j] = v;
+          }
+        }
       }
       const int r0 = h * n + active, rows = n - active;
       if (lanes) {
@@ -526,6 +563,7 @@ void attention_batch(const AttentionShape& s, std::span<const AttentionSeq> seqs
     fail("attention: {} query heads cannot share {} kv heads", s.n_q_heads, s.n_kv_heads);
   }
   if (s.dk <= 0 || s.dv <= 0) fail("attention: bad shape dk={} dv={}", s.dk, s.dv);
+  for (const AttentionSeq& q : seqs) check_format(s, q.kv);
   const int group = s.n_q_heads / s.n_kv_heads;
   std::vector<Call> calls;
   std::vector<int64_t> rows_per_head;

@@ -6,16 +6,20 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/kv_format.h"
+
 namespace moe {
 
 class ThreadPool;
 
 // Positions [0, n) of one sequence: position p lives in blocks[p / block_size] at row
-// p % block_size. Rows are row_stride floats apart inside a block.
+// p % block_size. Rows are row_stride bytes apart inside a block and stored as `format`
+// says (f32, 16-bit, fp8 or q8_0: kernels/kv_format.h); the kernels convert what they read.
 struct KvView {
-  const float* const* blocks = nullptr;
+  const uint8_t* const* blocks = nullptr;
   int64_t block_size = 0;
   int64_t row_stride = 0;
+  const KvRowFormat* format = nullptr;
 };
 
 struct AttentionShape {
@@ -23,6 +27,8 @@ struct AttentionShape {
   int n_kv_heads = 0;        // query head h uses kv head h / (n_q_heads / n_kv_heads)
   int64_t dk = 0;            // query/key dims per head
   int64_t dv = 0;            // value dims per head
+  // Where heads' keys and values lie in a row, in floats of the decoded row. Each head's
+  // key and value must be whole groups of the row format (KvRowFormat::whole_groups).
   int64_t k_offset = 0;      // floats from the row start to kv head 0's key
   int64_t k_head_stride = 0; // floats between kv heads' keys in a row
   int64_t v_offset = 0;      // floats from the row start to kv head 0's value

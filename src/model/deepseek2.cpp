@@ -131,14 +131,15 @@ class Deepseek2 final : public Transformer {
 
     // Latent rows into the cache, rope on the shared key and on every head's rope query.
     int64_t t = 0;
+    row_.resize(size_t(row_floats));
+    float* r = row_.data();
     for (const SeqSlice& s : step.seqs) {
       for (int64_t i = 0; i < s.n_tokens; ++i, ++t) {
-        const int64_t pos = s.pos0 + i;
-        float* r = kv.position_row(l, *s.block_table, pos);
         const float* src = ckv_.data() + t * row_floats;
         rms_norm(src, m.kv_a_norm, r, lora, c.rms_eps);
         std::copy_n(src + lora, rope_dim, r + lora);
         apply_rope(r + lora, 1, rope_dim, rope().cos_sin(t), int(rope_dim), c.rope_style);
+        kv.write_row(l, *s.block_table, s.pos0 + i, r);
         apply_rope(q_.data() + t * q_ld + nope, n_head, qk, rope().cos_sin(t), int(rope_dim), c.rope_style);
       }
     }
@@ -179,7 +180,7 @@ class Deepseek2 final : public Transformer {
 
   std::vector<MlaLayer> layers_;
   std::vector<Projection> projs_;
-  std::vector<float> q_, qa_, ckv_, full_, latent_, o_, attn_out_;
+  std::vector<float> q_, qa_, ckv_, row_, full_, latent_, o_, attn_out_;
 };
 
 }  // namespace

@@ -6,28 +6,28 @@ namespace moe {
 
 namespace {
 
-size_t checked_floats(int64_t n_layers, int64_t row_floats, int64_t block_size, int64_t n_blocks) {
-  if (n_layers <= 0 || row_floats <= 0 || block_size <= 0 || n_blocks <= 0) {
-    fail("kv cache: invalid geometry ({} layers, {} floats per row, block size {}, {} blocks)", n_layers,
-         row_floats, block_size, n_blocks);
+size_t checked_bytes(int64_t n_layers, int64_t row_bytes, int64_t block_size, int64_t n_blocks) {
+  if (n_layers <= 0 || row_bytes <= 0 || block_size <= 0 || n_blocks <= 0) {
+    fail("kv cache: invalid geometry ({} layers, {} bytes per row, block size {}, {} blocks)", n_layers, row_bytes,
+         block_size, n_blocks);
   }
-  return size_t(n_layers * n_blocks * block_size * row_floats);
+  return size_t(n_layers * n_blocks * block_size * row_bytes);
 }
 
 }  // namespace
 
-KvStore::KvStore(int64_t n_layers, int64_t row_floats, int64_t block_size, int64_t n_blocks)
+KvStore::KvStore(int64_t n_layers, KvRowFormat format, int64_t block_size, int64_t n_blocks)
     : n_layers_(n_layers),
-      row_floats_(row_floats),
+      format_(std::make_shared<const KvRowFormat>(std::move(format))),
       block_size_(block_size),
       n_blocks_(n_blocks),
-      n_floats_(checked_floats(n_layers, row_floats, block_size, n_blocks)),
-      memory_("moengine-kv", n_floats_ * sizeof(float)),
-      data_(static_cast<float*>(memory_.data())) {}
+      n_bytes_(checked_bytes(n_layers, format_->bytes(), block_size, n_blocks)),
+      memory_("moengine-kv", n_bytes_),
+      data_(static_cast<uint8_t*>(memory_.data())) {}
 
-KvView KvStore::view(int64_t layer, const std::vector<int32_t>& table, const float** pointers) {
+KvView KvStore::view(int64_t layer, const std::vector<int32_t>& table, const uint8_t** pointers) {
   for (size_t i = 0; i < table.size(); ++i) pointers[i] = row(layer, table[i], 0);
-  return KvView{pointers, block_size_, row_floats_};
+  return KvView{pointers, block_size_, row_bytes(), format_.get()};
 }
 
 }  // namespace moe

@@ -67,8 +67,8 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
   return model;
 }
 
-KvStore Model::make_kv_store(int64_t block_size, int64_t n_blocks) const {
-  return KvStore(config_.n_layer, config_.kv_row_floats(), block_size, n_blocks);
+KvStore Model::make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const {
+  return KvStore(config_.n_layer, config_.kv_row_format(dtype), block_size, n_blocks);
 }
 
 }  // namespace moe

@@ -67,7 +67,7 @@ class Model {
   // (nothing ran).
   virtual bool step_idle(ThreadPool& pool) = 0;
 
-  KvStore make_kv_store(int64_t block_size, int64_t n_blocks) const;
+  KvStore make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const;
   // Weight bytes read per decoded token (attention, dense and shared FFNs, n_used routed
   // experts per MoE layer, the output head): the numerator of the decode roofline.
   uint64_t active_bytes_per_token() const { return active_bytes_; }

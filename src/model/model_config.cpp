@@ -128,6 +128,11 @@ int64_t ModelConfig::kv_row_floats() const {
   return arch == Arch::Deepseek2 ? kv_lora_rank + qk_rope_dim : 2 * n_head_kv * head_dim;
 }
 
+KvRowFormat ModelConfig::kv_row_format(KvDtype dtype) const {
+  if (arch == Arch::Deepseek2) return KvRowFormat(dtype, {kv_lora_rank, qk_rope_dim});
+  return KvRowFormat(dtype, std::vector<int64_t>(size_t(2 * n_head_kv), head_dim));
+}
+
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch_name = f.require_string("general.architecture");

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/kv_format.h"
 #include "kernels/ops.h"
 #include "moe/gating.h"
 
@@ -51,6 +52,9 @@ struct ModelConfig {
   bool is_moe_layer(int64_t layer) const { return layer >= n_dense_lead; }
   // Floats per position and layer in the KV cache.
   int64_t kv_row_floats() const;
+  // How such a row is stored in `dtype`: its segments are MLA's latent and rope key, or each
+  // kv head's key then each kv head's value.
+  KvRowFormat kv_row_format(KvDtype dtype) const;
 
   static ModelConfig from_gguf(const GgufFile& file);
   std::string summary() const;

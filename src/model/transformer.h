@@ -81,7 +81,7 @@ class Transformer : public Model {
   FfnRunner ffn_runner_;
   RopeTable rope_;
   std::vector<int32_t> positions_;
-  std::vector<const float*> block_ptrs_;  // every sequence's, one after another
+  std::vector<const uint8_t*> block_ptrs_;  // every sequence's, one after another
   std::vector<AttentionSeq> attention_seqs_;
   std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_;
   std::vector<int32_t> route_ids_;

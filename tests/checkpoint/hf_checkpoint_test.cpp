@@ -46,7 +46,7 @@ struct Greedy {
 Greedy greedy(Model& m, int n_new) {
   ThreadPool pool(2);
   const std::vector<int32_t> prompt{5, 17, 300, 42, 7, 99, 256, 3};
-  SingleSequence seq(m, int64_t(prompt.size()) + n_new);
+  SingleSequence seq(m, int64_t(prompt.size()) + n_new, KvDtype::f32);
   Greedy r;
   std::vector<float> l = seq.prefill(prompt, false, pool);
   for (int i = 0; i < n_new; ++i) {
@@ -63,7 +63,7 @@ std::vector<float> prompt_logits(Model& m) {
   ThreadPool pool(2);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 24; ++i) prompt.push_back(int32_t((i * 37 + 11) % 500));
-  SingleSequence seq(m, int64_t(prompt.size()));
+  SingleSequence seq(m, int64_t(prompt.size()), KvDtype::f32);
   return seq.prefill(prompt, true, pool);
 }
 

@@ -45,7 +45,7 @@ std::vector<int32_t> prompt_of(int n, uint32_t seed) {
 
 // Greedy tokens of the reference path: one sequence, its own KV cache.
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n, ThreadPool& pool) {
-  SingleSequence seq(*fx().model, int64_t(prompt.size()) + n + 1);
+  SingleSequence seq(*fx().model, int64_t(prompt.size()) + n + 1, kKvDtypeAuto);
   const int64_t n_vocab = fx().model->config().n_vocab;
   std::vector<int32_t> out;
   std::vector<float> logits = seq.prefill(prompt, false, pool);
@@ -263,7 +263,7 @@ TEST(EngineCore, AbortFreesBlocksAtOnceAndOthersContinue) {
 
 // Prompt logprobs of the reference path: log-softmax of each position's logits.
 std::vector<TokenOutput> reference_prompt_logprobs(const std::vector<int32_t>& prompt, int32_t top, ThreadPool& pool) {
-  SingleSequence seq(*fx().model, int64_t(prompt.size()) + 1);
+  SingleSequence seq(*fx().model, int64_t(prompt.size()) + 1, kKvDtypeAuto);
   const int64_t n_vocab = fx().model->config().n_vocab;
   const std::vector<float> rows = seq.prefill(prompt, true, pool);
   std::vector<TokenOutput> out;
@@ -368,12 +368,20 @@ TEST(EngineCore, RequestsThatCanNeverRunAreRefusedWithTheField) {
   EXPECT_FALSE(core.has_work());
 }
 
-TEST(EngineCore, KvBlocksForMemory) {
+TEST(EngineCore, KvBlocksForMemoryCountTheDtypesBytes) {
   const ModelConfig& c = fx().model->config();
-  const double block_bytes = double(c.n_layer * c.kv_row_floats() * 16 * 4);
-  EXPECT_EQ(kv_blocks_for_memory(*fx().model, 1.0, 16), int32_t(double(1 << 30) / block_bytes));
-  EXPECT_THROW(kv_blocks_for_memory(*fx().model, 0.0, 16), Error);
-  EXPECT_THROW(kv_blocks_for_memory(*fx().model, 1e-9, 16), Error);
+  const double f32_block = double(c.n_layer * c.kv_row_floats() * 16 * 4);
+  const int32_t f32_blocks = kv_blocks_for_memory(*fx().model, 1.0, 16, KvDtype::f32);
+  EXPECT_EQ(f32_blocks, int32_t(double(1 << 30) / f32_block));
+  EXPECT_EQ(kv_blocks_for_memory(*fx().model, 1.0, 16, KvDtype::bf16), int32_t(double(1 << 30) / (f32_block / 2)));
+  EXPECT_EQ(kv_blocks_for_memory(*fx().model, 1.0, 16, KvDtype::f16), int32_t(double(1 << 30) / (f32_block / 2)));
+  // 8 bits: a scale per 32 values (q8_0), per head and position (fp8), so a little under 4x.
+  EXPECT_GT(kv_blocks_for_memory(*fx().model, 1.0, 16, KvDtype::q8_0), 3.7 * f32_blocks);
+  EXPECT_LT(kv_blocks_for_memory(*fx().model, 1.0, 16, KvDtype::q8_0), 4 * f32_blocks);
+  EXPECT_GT(kv_blocks_for_memory(*fx().model, 1.0, 16, KvDtype::fp8_e4m3), 3.7 * f32_blocks);
+  EXPECT_LT(kv_blocks_for_memory(*fx().model, 1.0, 16, KvDtype::fp8_e4m3), 4 * f32_blocks);
+  EXPECT_THROW(kv_blocks_for_memory(*fx().model, 0.0, 16, KvDtype::f32), Error);
+  EXPECT_THROW(kv_blocks_for_memory(*fx().model, 1e-9, 16, KvDtype::f32), Error);
 }
 
 }  // namespace

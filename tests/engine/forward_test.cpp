@@ -75,7 +75,7 @@ TEST_P(ForwardTest, OptimizedMatchesReferenceAndDecodeMatchesPrefill) {
   const std::vector<float> expected = ref.forward(tokens);
 
   ThreadPool pool(2);
-  SingleSequence prefill_all(*model, 32);
+  SingleSequence prefill_all(*model, 32, KvDtype::f32);
   const std::vector<float> batched = prefill_all.prefill(tokens, true, pool);
   ASSERT_EQ(batched.size(), expected.size());
   // f32 weights: only the order of float additions differs from the double reference.
@@ -86,7 +86,7 @@ TEST_P(ForwardTest, OptimizedMatchesReferenceAndDecodeMatchesPrefill) {
 
   // Bit-identical logits from a chunked prefill followed by one-token decode steps: every
   // kernel sums a token's products in the same order whatever the batch.
-  SingleSequence stepwise(*model, 32);
+  SingleSequence stepwise(*model, 32, KvDtype::f32);
   std::vector<float> rows = stepwise.prefill({tokens.begin(), tokens.begin() + 5}, true, pool);
   const std::vector<float>& chunk = stepwise.prefill({tokens.begin() + 5, tokens.begin() + 9}, true, pool);
   rows.insert(rows.end(), chunk.begin(), chunk.end());
@@ -123,7 +123,7 @@ TEST_P(QuantizedForwardTest, CloseToReferenceOnTheSameFile) {
   const std::vector<int32_t> tokens = test_tokens(10, V);
   const std::vector<float> expected = ref.forward(tokens);
   ThreadPool pool(2);
-  SingleSequence seq(*model, 16);
+  SingleSequence seq(*model, 16, KvDtype::f32);
   const std::vector<float> got = seq.prefill(tokens, true, pool);
   // A tiny random model amplifies quantization noise where a router decision is close, so
   // individual rows may move; most rows must stay close and keep their greedy token.
@@ -137,7 +137,7 @@ TEST_P(QuantizedForwardTest, CloseToReferenceOnTheSameFile) {
   EXPECT_GE(agree, int(tokens.size()) - 2) << "greedy tokens disagree with the reference";
   EXPECT_GE(close, int(tokens.size()) - 2) << "logits far from the reference";
 
-  SingleSequence stepwise(*model, 16);
+  SingleSequence stepwise(*model, 16, KvDtype::f32);
   std::vector<float> rows = stepwise.prefill({tokens[0]}, true, pool);
   for (size_t t = 1; t < tokens.size(); ++t) {
     const std::vector<float>& l = stepwise.decode(tokens[t], pool);
@@ -183,7 +183,7 @@ TEST(RegroupedWeights, AnswerLikeTheFileLayout) {
     const int64_t V = plain->config().n_vocab;
     const std::vector<int32_t> tokens = test_tokens(12, V);
     ThreadPool pool(2);
-    SingleSequence a(*regrouped, 16), b(*plain, 16);
+    SingleSequence a(*regrouped, 16, KvDtype::f32), b(*plain, 16, KvDtype::f32);
     const std::vector<float> got = a.prefill(tokens, true, pool);
     const std::vector<float> want = b.prefill(tokens, true, pool);
     const bool exact_sums = type == GgmlType::Q8_0;
@@ -222,7 +222,7 @@ TEST(MovedWeights, GiveTheSameBitsAsTheFilePages) {
 
     const std::vector<int32_t> tokens = test_tokens(12, plain->config().n_vocab);
     ThreadPool pool(2);
-    SingleSequence a(*moved, 16), b(*plain, 16);
+    SingleSequence a(*moved, 16, KvDtype::f32), b(*plain, 16, KvDtype::f32);
     EXPECT_EQ(a.prefill(tokens, true, pool), b.prefill(tokens, true, pool));
   }
 }

@@ -21,29 +21,36 @@ namespace moe {
 namespace {
 
 // One sequence's cache: blocks allocated separately and listed in shuffled order, rows
-// padded past their width so that row_stride is not the row size.
+// stored in `format` and padded past their size so that row_stride is not the row size.
 struct PagedCache {
-  std::vector<std::vector<float>> storage;
-  std::vector<const float*> table;
+  KvRowFormat format;
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<const uint8_t*> table;
   KvView view;
 
-  PagedCache(int64_t n_pos, int64_t row_width, int64_t block_size, std::mt19937& rng,
-             float (*value)(int64_t pos, int64_t col, std::mt19937& rng)) {
+  PagedCache(int64_t n_pos, KvRowFormat fmt, int64_t block_size, std::mt19937& rng,
+             float (*value)(int64_t pos, int64_t col, std::mt19937& rng))
+      : format(std::move(fmt)) {
     const int64_t n_blocks = (n_pos + block_size - 1) / block_size;
-    const int64_t stride = row_width + 3;
+    const int64_t stride = format.bytes() + 3;
     storage.resize(size_t(n_blocks));
-    for (auto& b : storage) b.assign(size_t(block_size * stride), 1e30f);  // padding is poison
+    for (auto& b : storage) b.assign(size_t(block_size * stride), 0xFF);  // padding is poison (NaN in every dtype)
     std::vector<size_t> order(static_cast<size_t>(n_blocks));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
+    std::vector<float> row(size_t(format.floats()));
     for (int64_t p = 0; p < n_pos; ++p) {
-      float* row = storage[order[size_t(p / block_size)]].data() + (p % block_size) * stride;
-      for (int64_t c = 0; c < row_width; ++c) row[c] = value(p, c, rng);
+      for (int64_t c = 0; c < format.floats(); ++c) row[size_t(c)] = value(p, c, rng);
+      format.encode(row.data(), storage[order[size_t(p / block_size)]].data() + (p % block_size) * stride);
     }
     for (size_t b : order) table.push_back(storage[b].data());
-    view = KvView{table.data(), block_size, stride};
+    view = KvView{table.data(), block_size, stride, &format};
   }
+  PagedCache(const PagedCache&) = delete;
+  PagedCache& operator=(const PagedCache&) = delete;
 };
+
+constexpr KvDtype kDtypes[] = {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::fp8_e4m3, KvDtype::q8_0};
 
 float uniform_value(int64_t, int64_t, std::mt19937& rng) {
   return std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
@@ -60,7 +67,8 @@ float shrinking_value(int64_t pos, int64_t, std::mt19937& rng) {
 struct Layout {
   const char* name;
   AttentionShape shape;
-  int64_t row_width;
+  std::vector<int64_t> segments;  // of a row: each head's key and value, MLA's latent and rope
+  KvRowFormat format(KvDtype d) const { return KvRowFormat(d, segments); }
 };
 
 // Row = [K of every kv head | V of every kv head] (the Qwen3-MoE cache layout).
@@ -75,7 +83,9 @@ Layout gqa(const char* name, int n_q, int n_kv, int64_t dk, int64_t dv) {
   s.v_offset = n_kv * dk;
   s.v_head_stride = dv;
   s.scale = 1.0f / std::sqrt(float(dk));
-  return {name, s, n_kv * (dk + dv)};
+  std::vector<int64_t> segments(size_t(n_kv), dk);
+  segments.insert(segments.end(), size_t(n_kv), dv);
+  return {name, s, segments};
 }
 
 // One latent row per position, the key is all of it and the value its first dv floats.
@@ -86,7 +96,7 @@ Layout mla(const char* name, int n_q, int64_t latent, int64_t rope) {
   s.dk = latent + rope;
   s.dv = latent;
   s.scale = 1.0f / std::sqrt(float(latent / 4 + rope));
-  return {name, s, latent + rope};
+  return {name, s, {latent, rope}};
 }
 
 std::vector<Layout> layouts() {
@@ -103,15 +113,16 @@ std::vector<Layout> layouts() {
   Layout interleaved = gqa("gqa-kv-interleaved", 4, 2, 12, 10);
   interleaved.shape.k_head_stride = interleaved.shape.v_head_stride = 22;
   interleaved.shape.v_offset = 12;
+  interleaved.segments = {12, 10, 12, 10};
   out.push_back(interleaved);
   return out;
 }
 
-void compare(const Layout& lay, int64_t block_size, int64_t pos0, int64_t n_tokens,
+void compare(const Layout& lay, KvDtype dtype, int64_t block_size, int64_t pos0, int64_t n_tokens,
              ThreadPool& pool, float (*value)(int64_t, int64_t, std::mt19937&), uint32_t seed) {
   const AttentionShape& s = lay.shape;
   std::mt19937 rng(seed);
-  PagedCache cache(pos0 + n_tokens, lay.row_width, block_size, rng, value);
+  PagedCache cache(pos0 + n_tokens, lay.format(dtype), block_size, rng, value);
   const int64_t q_stride = s.n_q_heads * s.dk + 1, out_stride = s.n_q_heads * s.dv + 2;
   std::vector<float> q(size_t(n_tokens * q_stride));
   for (float& x : q) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
@@ -120,20 +131,24 @@ void compare(const Layout& lay, int64_t block_size, int64_t pos0, int64_t n_toke
   attention_ref(s, q.data(), q_stride, n_tokens, pos0, cache.view, ref.data(), out_stride);
   for (size_t i = 0; i < out.size(); ++i) {
     ASSERT_NEAR(out[i], ref[i], 3e-5f * std::max(1.0f, std::fabs(ref[i])))
-        << lay.name << " block " << block_size << " pos0 " << pos0 << " tokens " << n_tokens
+        << lay.name << " " << kv_dtype_name(dtype) << " block " << block_size << " pos0 " << pos0 << " tokens " << n_tokens
         << " threads " << pool.size() << " at token " << i / size_t(out_stride) << " col "
         << i % size_t(out_stride);
   }
 }
 
+// Every dtype: the kernel converts what it reads as the reference does, so the two agree
+// as closely as on f32 rows.
 TEST(Attention, MatchesReference) {
   ThreadPool one(1), three(3);
   uint32_t seed = 10;
-  for (const Layout& lay : layouts()) {
-    for (int64_t block_size : {1, 16, 64}) {
-      for (auto [pos0, n_tokens] : {std::pair{0, 1}, {0, 7}, {1, 1}, {37, 3}, {70, 9}, {200, 1}}) {
-        ++seed;
-        compare(lay, block_size, pos0, n_tokens, seed % 2 ? one : three, uniform_value, seed);
+  for (const KvDtype dtype : kDtypes) {
+    for (const Layout& lay : layouts()) {
+      for (int64_t block_size : {1, 16, 64}) {
+        for (auto [pos0, n_tokens] : {std::pair{0, 1}, {0, 7}, {1, 1}, {37, 3}, {70, 9}, {200, 1}}) {
+          ++seed;
+          compare(lay, dtype, block_size, pos0, n_tokens, seed % 2 ? one : three, uniform_value, seed);
+        }
       }
     }
   }
@@ -144,10 +159,12 @@ TEST(Attention, MatchesReference) {
 TEST(Attention, LongContextsMatchReference) {
   ThreadPool one(1), three(3);
   uint32_t seed = 100;
-  for (const Layout& lay : layouts()) {
-    for (auto [pos0, n_tokens] : {std::pair{1020, 9}, {2047, 2}, {3000, 1}}) {
-      ++seed;
-      compare(lay, seed % 3 ? 64 : 1, pos0, n_tokens, seed % 2 ? one : three, uniform_value, seed);
+  for (const KvDtype dtype : kDtypes) {
+    for (const Layout& lay : layouts()) {
+      for (auto [pos0, n_tokens] : {std::pair{1020, 9}, {2047, 2}, {3000, 1}}) {
+        ++seed;
+        compare(lay, dtype, seed % 3 ? 64 : 1, pos0, n_tokens, seed % 2 ? one : three, uniform_value, seed);
+      }
     }
   }
 }
@@ -155,8 +172,10 @@ TEST(Attention, LongContextsMatchReference) {
 TEST(Attention, RunningMaxRisesAndFalls) {
   ThreadPool pool(2);
   for (const Layout& lay : {layouts()[1], layouts()[5]}) {
-    compare(lay, 16, 150, 4, pool, growing_value, 1);
-    compare(lay, 16, 150, 4, pool, shrinking_value, 2);
+    for (const KvDtype dtype : kDtypes) {
+      compare(lay, dtype, 16, 150, 4, pool, growing_value, 1);
+      compare(lay, dtype, 16, 150, 4, pool, shrinking_value, 2);
+    }
   }
 }
 
@@ -164,12 +183,13 @@ TEST(Attention, RunningMaxRisesAndFalls) {
 // the engine promises token-for-token equality between batched and lone decoding.
 TEST(Attention, PrefillChunkEqualsTokenByToken) {
   ThreadPool one(1), three(3);
+  for (const KvDtype dtype : {KvDtype::f32, KvDtype::bf16, KvDtype::q8_0})
   for (const Layout& lay : layouts()) {
     const AttentionShape& s = lay.shape;
     std::mt19937 rng(99);
     const int64_t n_tokens = 6;
     for (int64_t pos0 : {45, 1020}) {
-      PagedCache cache(pos0 + n_tokens, lay.row_width, 16, rng, uniform_value);
+      PagedCache cache(pos0 + n_tokens, lay.format(dtype), 16, rng, uniform_value);
       const int64_t q_stride = s.n_q_heads * s.dk, out_stride = s.n_q_heads * s.dv;
       std::vector<float> q(size_t(n_tokens * q_stride));
       for (float& x : q) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
@@ -179,7 +199,7 @@ TEST(Attention, PrefillChunkEqualsTokenByToken) {
         attention(s, q.data() + t * q_stride, q_stride, 1, pos0 + t, cache.view,
                   single.data() + t * out_stride, out_stride, one);
       }
-      EXPECT_EQ(chunk, single) << lay.name << " pos0 " << pos0;
+      EXPECT_EQ(chunk, single) << lay.name << " " << kv_dtype_name(dtype) << " pos0 " << pos0;
     }
   }
 }
@@ -189,6 +209,7 @@ TEST(Attention, PrefillChunkEqualsTokenByToken) {
 // gives its sequence alone.
 TEST(Attention, BatchEqualsEachSequenceAlone) {
   ThreadPool one(1), three(3);
+  for (const KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::fp8_e4m3})
   for (const Layout& lay : layouts()) {
     const AttentionShape& s = lay.shape;
     std::mt19937 rng(123);
@@ -198,7 +219,7 @@ TEST(Attention, BatchEqualsEachSequenceAlone) {
     std::vector<std::vector<float>> qs, batched, alone;
     std::vector<AttentionSeq> seqs;
     for (auto [pos0, n_tokens] : shapes) {
-      caches.push_back(std::make_unique<PagedCache>(pos0 + std::max<int64_t>(n_tokens, 1), lay.row_width, 16, rng,
+      caches.push_back(std::make_unique<PagedCache>(pos0 + std::max<int64_t>(n_tokens, 1), lay.format(dtype), 16, rng,
                                                     uniform_value));
       qs.emplace_back(size_t(std::max<int64_t>(n_tokens, 1) * q_stride));
       for (float& x : qs.back()) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
@@ -213,7 +234,7 @@ TEST(Attention, BatchEqualsEachSequenceAlone) {
     for (size_t i = 0; i < caches.size(); ++i) {
       attention(s, qs[i].data(), q_stride, shapes[i].second, shapes[i].first, caches[i]->view, alone[i].data(),
                 out_stride, one);
-      EXPECT_EQ(batched[i], alone[i]) << lay.name << " sequence " << i;
+      EXPECT_EQ(batched[i], alone[i]) << lay.name << " " << kv_dtype_name(dtype) << " sequence " << i;
     }
   }
 }
@@ -221,24 +242,39 @@ TEST(Attention, BatchEqualsEachSequenceAlone) {
 TEST(Attention, SinglePositionReturnsItsValue) {
   const Layout lay = layouts()[2];
   std::mt19937 rng(7);
-  PagedCache cache(1, lay.row_width, 1, rng, uniform_value);
-  std::vector<float> q(size_t(lay.shape.n_q_heads * lay.shape.dk), 0.3f);
-  std::vector<float> out(size_t(lay.shape.n_q_heads * lay.shape.dv));
   ThreadPool pool(2);
-  attention(lay.shape, q.data(), 0, 1, 0, cache.view, out.data(), 0, pool);
-  const int group = lay.shape.n_q_heads / lay.shape.n_kv_heads;
-  for (int h = 0; h < lay.shape.n_q_heads; ++h) {
-    const float* v = cache.table[0] + lay.shape.v_offset + (h / group) * lay.shape.v_head_stride;
-    for (int64_t d = 0; d < lay.shape.dv; ++d)
-      EXPECT_FLOAT_EQ(out[size_t(h * lay.shape.dv + d)], v[d]);
+  for (const KvDtype dtype : kDtypes) {
+    PagedCache cache(1, lay.format(dtype), 1, rng, uniform_value);
+    std::vector<float> row(size_t(cache.format.floats()));
+    cache.format.decode_ref(cache.table[0], 0, cache.format.floats(), row.data());
+    std::vector<float> q(size_t(lay.shape.n_q_heads * lay.shape.dk), 0.3f);
+    std::vector<float> out(size_t(lay.shape.n_q_heads * lay.shape.dv));
+    attention(lay.shape, q.data(), 0, 1, 0, cache.view, out.data(), 0, pool);
+    const int group = lay.shape.n_q_heads / lay.shape.n_kv_heads;
+    for (int h = 0; h < lay.shape.n_q_heads; ++h) {
+      const float* v = row.data() + lay.shape.v_offset + (h / group) * lay.shape.v_head_stride;
+      for (int64_t d = 0; d < lay.shape.dv; ++d)
+        EXPECT_FLOAT_EQ(out[size_t(h * lay.shape.dv + d)], v[d]) << kv_dtype_name(dtype);
+    }
   }
+}
+
+// A head whose key or value would start inside a scaled group cannot be read alone.
+TEST(Attention, RejectsHeadsThatSplitAScaledGroup) {
+  const Layout lay = layouts()[1];
+  std::mt19937 rng(3);
+  // gqa-small's 64 floats as one segment: q8_0 blocks [0, 32) and [32, 64), heads of 16.
+  PagedCache cache(4, KvRowFormat(KvDtype::q8_0, {64}), 4, rng, uniform_value);
+  std::vector<float> q(size_t(lay.shape.n_q_heads * lay.shape.dk), 0.3f), out(size_t(lay.shape.n_q_heads * lay.shape.dv));
+  ThreadPool pool(1);
+  EXPECT_THROW(attention(lay.shape, q.data(), 0, 1, 3, cache.view, out.data(), 0, pool), Error);
 }
 
 TEST(Attention, RejectsBadShapes) {
   AttentionShape s = layouts()[0].shape;
   s.n_kv_heads = 5;  // 32 query heads cannot share 5
   ThreadPool pool(1);
-  KvView kv{nullptr, 16, 1};
+  KvView kv{nullptr, 16, 1, nullptr};
   EXPECT_THROW(attention(s, nullptr, 0, 1, 0, kv, nullptr, 0, pool), Error);
   EXPECT_THROW(attention_ref(s, nullptr, 0, 1, 0, kv, nullptr, 0), Error);
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace moe::cli {
 
 void add_kv_dtype_option(CLI::App& cmd, KvDtype& out) {
@@ -9,7 +11,7 @@ void add_kv_dtype_option(CLI::App& cmd, KvDtype& out) {
          "--kv-cache-dtype",
          [&out](const std::string& s) {
            const std::optional<KvDtype> d = parse_kv_dtype(s);
-           if (!d) throw CLI::ValidationError("--kv-cache-dtype", fmt::format("'{}' is not one of {}", s, kKvDtypeChoices));
+           if (!d) fail("--kv-cache-dtype: '{}' is not one of {}", s, kKvDtypeChoices);
            out = *d;
          },
          fmt::format("How the KV cache stores its rows: {} (default auto = {}; docs/engine.md)", kKvDtypeChoices,

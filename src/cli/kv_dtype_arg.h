@@ -7,7 +7,7 @@
 namespace moe::cli {
 
 // Adds --kv-cache-dtype to `cmd`, writing the choice to `out` (which keeps its value when
-// the flag is not given); a name that is not a dtype is a usage error that lists them.
+// the flag is not given); a name that is not a dtype throws moe::Error listing them.
 void add_kv_dtype_option(CLI::App& cmd, KvDtype& out);
 
 }  // namespace moe::cli

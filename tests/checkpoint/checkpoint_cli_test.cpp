@@ -47,7 +47,10 @@ TEST_F(CheckpointCli, ConvertOutputGeneratesLikeTheLoadedCheckpoint) {
   const auto r = run_moengine("convert " + dir() + "/qwen-fp8 --out " + out + " --type q8_0");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(generate(out), generate(dir() + "/qwen-fp8", "--weight-type q8_0"));
-  EXPECT_EQ(generate(out), generate(dir() + "/qwen-fp8"));  // auto: FP8 becomes q8_0
+  // auto: FP8 becomes q8_0, BF16 stays, the same way in both.
+  const std::string auto_out = dir() + "/qwen-auto.gguf";
+  ASSERT_EQ(run_moengine("convert " + dir() + "/qwen-fp8 --out " + auto_out + " --type auto").status, 0);
+  EXPECT_EQ(generate(auto_out), generate(dir() + "/qwen-fp8"));
   EXPECT_TRUE(generate(dir() + "/qwen-fp8", "--weight-type fp8")["output_ids"].is_array());
 }
 

@@ -169,7 +169,10 @@ TEST_F(Serve, BadFlagsAreClearErrors) {
   r = run_cli("serve --model " + model_ + " --max-model-len 5000");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("error: --max-model-len 5000 is more than the model's context length (4096 tokens)"), std::string::npos) << r.out;
-  r = run_cli("serve --model " + model_ + " --max-model-len 1024 --kv-cache-memory 0.0005");
+  r = run_cli("serve --model " + model_ + " --kv-cache-dtype int4");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("error: --kv-cache-dtype: 'int4' is not one of auto, f32, f16, bf16, fp8_e4m3, q8_0"), std::string::npos) << r.out;
+  r = run_cli("serve --model " + model_ + " --max-model-len 1024 --kv-cache-memory 0.0005 --kv-cache-dtype f32");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("error: --max-model-len 1024 is more than the KV cache holds (464 tokens in 0.0005 GiB); raise --kv-cache-memory "
                        "or lower --max-model-len"),

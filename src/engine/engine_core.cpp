@@ -135,6 +135,9 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
   limits_.max_model_len = config_.max_model_len;
   limits_.kv_capacity_tokens = int64_t(config.n_blocks) * config.block_size;
   metrics_.kv_blocks_total = config.n_blocks;
+  metrics_.kv_block_size = config.block_size;
+  metrics_.kv_cache_dtype = kv_dtype_name(kv_.dtype());
+  metrics_.kv_bytes_per_token = kv_.row_bytes() * kv_.n_layers();
 }
 
 EngineCore::~EngineCore() = default;

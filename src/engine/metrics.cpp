@@ -19,6 +19,12 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.gauge("kv_cache_usage_perc", "Fraction of KV cache blocks held by requests (1 = full).", m.kv_cache_usage_perc);
   w.gauge("num_kv_blocks_total", "KV cache blocks.", double(m.kv_blocks_total));
   w.gauge("num_kv_blocks_used", "KV cache blocks held by requests.", double(m.kv_blocks_used));
+  w.gauge("num_kv_tokens_total", "Positions the KV cache holds.", double(m.kv_blocks_total * m.kv_block_size));
+  w.samples("cache_config_info", "How the KV cache is laid out (as vLLM's cache_config_info).", "gauge",
+            {{{{"block_size", std::to_string(m.kv_block_size)},
+               {"cache_dtype", m.kv_cache_dtype},
+               {"bytes_per_token", std::to_string(m.kv_bytes_per_token)}},
+              1.0}});
   if (m.expert_parallel) {
     w.counter("ep_expert_tokens_total", "Token-expert pairs this rank's experts computed, for any rank's requests.",
               double(m.ep_expert_tokens_total));

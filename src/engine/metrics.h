@@ -45,6 +45,9 @@ struct EngineMetrics {
   double kv_cache_usage_perc = 0.0;  // fraction in [0, 1] of blocks held by requests
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
+  int64_t kv_block_size = 0;         // positions per block
+  const char* kv_cache_dtype = "";   // how the cache stores its rows (kernels/kv_format.h)
+  int64_t kv_bytes_per_token = 0;    // every layer's row of one position
   int64_t kv_leases_active = 0;
 
   // Expert parallelism, when the model runs in a group: token-expert pairs this rank's

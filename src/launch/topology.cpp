@@ -4,9 +4,11 @@
 
 #include <cctype>
 #include <map>
+#include <optional>
 
 #include "config/yaml_fields.h"
 #include "core/error.h"
+#include "kernels/kv_format.h"
 
 namespace moe::launch {
 
@@ -18,6 +20,7 @@ namespace {
 const std::vector<std::string> kRoles{"prefill", "decode", "both"};
 const std::vector<std::string> kRestartPolicies{"never", "on-failure"};
 const std::vector<std::string> kTransports{"ucx", "tcp"};
+const std::vector<std::string> kKvDtypes{"auto", "f32", "f16", "bf16", "fp8_e4m3", "q8_0"};
 // gen-model's choices, checked here so that a typo is reported at its line.
 const std::vector<std::string> kArchs{"deepseek2", "qwen3moe"};
 const std::vector<std::string> kPresets{"tiny", "mid"};
@@ -118,6 +121,7 @@ struct Defaults {
   std::string host = "127.0.0.1";
   int threads = 0;
   std::string kv_transport = "ucx";
+  std::string kv_cache_dtype = "auto";
   std::vector<std::string> args;
   std::vector<std::string> mpirun_args;
   std::string restart = "never";
@@ -126,11 +130,12 @@ struct Defaults {
 
 Defaults read_defaults(const std::string& file, const MapReader& top) {
   const MapReader r(file, top.get("defaults"), "defaults",
-                    {"host", "threads", "kv_transport", "args", "mpirun_args", "restart", "max_restarts"});
+                    {"host", "threads", "kv_transport", "kv_cache_dtype", "args", "mpirun_args", "restart", "max_restarts"});
   Defaults d;
   d.host = r.text("host", d.host);
   d.threads = int(r.integer("threads", d.threads, 0, 4096));
   d.kv_transport = r.choice("kv_transport", d.kv_transport, kTransports);
+  d.kv_cache_dtype = r.choice("kv_cache_dtype", d.kv_cache_dtype, kKvDtypes);
   d.args = r.texts("args", {});
   d.mpirun_args = r.texts("mpirun_args", {});
   d.restart = r.choice("restart", d.restart, kRestartPolicies);
@@ -141,6 +146,9 @@ Defaults read_defaults(const std::string& file, const MapReader& top) {
 // What the entries read so far have taken: names and fixed ports must not repeat.
 struct Taken {
   std::map<std::string, size_t> entries;                      // entry name -> its index
+  // The KV dtype of the first entry: a decode instance reads its prefill instances' KV as
+  // it is stored, so every instance must store the same.
+  std::optional<std::pair<std::string, size_t>> kv_cache_dtype;
   std::map<std::pair<int, int>, std::string> fixed_ports;     // (host index, port) -> the instance on it
 };
 
@@ -176,7 +184,7 @@ Placement read_placement(const MapReader& r, const std::vector<HostSpec>& invent
 std::vector<InstanceSpec> read_instance(const std::string& file, const YAML::Node& node, size_t index, const Defaults& d,
                                         const std::vector<HostSpec>& inventory, Taken& taken) {
   const MapReader r(file, node, fmt::format("instances[{}]", index),
-                    {"name", "role", "count", "host", "hosts", "port", "threads", "kv_transport", "weight", "args", "restart",
+                    {"name", "role", "count", "host", "hosts", "port", "threads", "kv_transport", "kv_cache_dtype", "weight", "args", "restart",
                      "max_restarts", "ep", "placement", "replace_interval_s", "replace_max_moves", "replace_target_balance",
                      "ep_timeout_s", "mpirun_args"});
   if (!node.IsMap()) r.fail("", "must be a map with at least name and role");
@@ -238,6 +246,15 @@ std::vector<InstanceSpec> read_instance(const std::string& file, const YAML::Nod
   }
   base.threads = int(r.integer("threads", d.threads, 0, 4096));
   base.kv_transport = r.choice("kv_transport", d.kv_transport, kTransports);
+  base.kv_cache_dtype = r.choice("kv_cache_dtype", d.kv_cache_dtype, kKvDtypes);
+  const std::string dtype = kv_dtype_name(*parse_kv_dtype(base.kv_cache_dtype));
+  if (!taken.kv_cache_dtype) {
+    taken.kv_cache_dtype.emplace(dtype, index);
+  } else if (taken.kv_cache_dtype->first != dtype) {
+    r.fail("kv_cache_dtype", fmt::format("{} differs from the {} of instances[{}]: a decode instance reads the KV of a prefill "
+                                         "instance as it is stored, so every instance must store the same dtype",
+                                         dtype, taken.kv_cache_dtype->first, taken.kv_cache_dtype->second));
+  }
   base.weight = r.number("weight", 1.0, 0.0);
   base.args = d.args;
   const std::vector<std::string> own = r.texts("args", {});

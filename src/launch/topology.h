@@ -74,6 +74,7 @@ struct InstanceSpec {
   // ucx or tcp. Unified instances have one too: the proxy may run either leg of a
   // disaggregated request on them.
   std::string kv_transport = "ucx";
+  std::string kv_cache_dtype = "auto";  // serve's --kv-cache-dtype
   double weight = 1.0;  // share of traffic for the proxy's weighted policies, per rank
   std::vector<std::string> args;  // more `moengine serve` flags, after the defaults' args
   RestartPolicy restart = RestartPolicy::kNever;

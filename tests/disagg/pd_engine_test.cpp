@@ -53,8 +53,9 @@ GenerateParams greedy(int64_t max_tokens) {
   return p;
 }
 
-EngineConfig config(int32_t n_blocks) {
+EngineConfig config(int32_t n_blocks, KvDtype kv_dtype = kKvDtypeAuto) {
   EngineConfig c;
+  c.kv_dtype = kv_dtype;
   c.block_size = 16;
   c.n_blocks = n_blocks;
   c.scheduler.max_num_batched_tokens = 64;
@@ -104,8 +105,8 @@ void pull(EngineCore& p, const KvBlocks& from, EngineCore& d, const KvBlocks& to
 
 // What one unified engine makes of the requests.
 std::vector<Result> unified(const std::vector<std::vector<int32_t>>& prompts, const std::vector<GenerateParams>& params,
-                            ThreadPool& pool) {
-  EngineCore core(*fx().model, *fx().tok, config(512), pool);
+                            ThreadPool& pool, KvDtype kv_dtype = kKvDtypeAuto) {
+  EngineCore core(*fx().model, *fx().tok, config(512, kv_dtype), pool);
   Collector c;
   for (size_t i = 0; i < prompts.size(); ++i) core.add(int64_t(i), prompts[i], params[i], c.sink());
   run(core);
@@ -199,6 +200,45 @@ TEST(PdEngine, GreedyBatchedPromptsOfManyBlocksEqualUnified) {
   EXPECT_EQ(d.metrics().kv_remote_loads_total[0], prompts.size());
   EXPECT_TRUE(p.blocks().validate().empty()) << p.blocks().validate();
   EXPECT_TRUE(d.blocks().validate().empty()) << d.blocks().validate();
+}
+
+// The hand-off moves the stored bytes as they are, in every dtype: the decode side reads
+// exactly what the prefill side wrote.
+TEST(PdEngine, EveryKvDtypeHandsOffAsUnified) {
+  ThreadPool pool(2);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerateParams> params;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(prompt_of(5 + 41 * i, 700 + uint32_t(i)));
+    params.push_back(greedy(12));
+  }
+  const int64_t f32_row = fx().model->config().kv_row_format(KvDtype::f32).bytes();
+  for (const KvDtype dtype : {KvDtype::f32, KvDtype::f16, KvDtype::bf16, KvDtype::fp8_e4m3, KvDtype::q8_0}) {
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    EngineCore p(*fx().model, *fx().tok, config(512, dtype), pool);
+    EngineCore d(*fx().model, *fx().tok, config(512, dtype), pool);
+    EXPECT_EQ(disagg::kv_geometry(p.kv()).dtype, kv_dtype_name(dtype));
+    EXPECT_LE(disagg::kv_geometry(p.kv()).row_bytes * (dtype == KvDtype::f32 ? 1 : 2), f32_row);
+    const Disaggregated got = disaggregated(p, d, prompts, params);
+    expect_same(unified(prompts, params, pool, dtype), got.joined);
+    EXPECT_EQ(p.blocks().n_used(), 0);
+    EXPECT_EQ(d.blocks().n_used(), 0);
+    EXPECT_EQ(p.n_leases(), 0u);
+  }
+}
+
+// A decode side that stores another dtype cannot take the blocks: the reads are refused,
+// naming both dtypes, before any byte moves.
+TEST(PdEngine, BlocksOfAnotherKvDtypeAreRefused) {
+  ThreadPool pool(1);
+  EngineCore p(*fx().model, *fx().tok, config(8, KvDtype::f32), pool);
+  EngineCore d(*fx().model, *fx().tok, config(8, KvDtype::bf16), pool);
+  try {
+    (void)disagg::kv_block_reads(disagg::kv_geometry(p.kv()), {0}, disagg::kv_geometry(d.kv()), {0}, 0, 1);
+    FAIL() << "reads across dtypes were planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dtype f32 there, bf16 here"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PdEngine, SeededSamplingContinuesTheSameRandomStream) {

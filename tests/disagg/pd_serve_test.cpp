@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "disagg/pd_answers.h"
+#include "model/gguf.h"
+#include "model/model_config.h"
 #include "support/http_calls.h"
 #include "support/run_cli.h"
 #include "support/serve_process.h"
@@ -89,11 +92,15 @@ std::string text_of(const json& r) {
 
 class PdServe : public ::testing::TestWithParam<std::string> {};
 
+// Param: TRANSPORT or TRANSPORT/KV_DTYPE.
 TEST_P(PdServe, HandOffGivesTheUnifiedAnswer) {
-  const std::string kv = GetParam();
-  auto u = serve("unified-" + kv, {});
-  auto p = serve("prefill-" + kv, {"--role", "prefill", "--kv-transport", kv});
-  auto d = serve("decode-" + kv, {"--role", "decode", "--kv-transport", kv});
+  const std::string param = GetParam();
+  const std::string kv = param.substr(0, param.find('/'));
+  const std::string dtype = param.find('/') == std::string::npos ? "auto" : param.substr(param.find('/') + 1);
+  const std::string name = kv + "-" + dtype;
+  auto u = serve("unified-" + name, {"--kv-cache-dtype", dtype});
+  auto p = serve("prefill-" + name, {"--role", "prefill", "--kv-transport", kv, "--kv-cache-dtype", dtype});
+  auto d = serve("decode-" + name, {"--role", "decode", "--kv-transport", kv, "--kv-cache-dtype", dtype});
   const std::vector<json> bodies{
       completion("The experts of the mixture", 12), completion(long_prompt(300, 1), 10),
       completion(long_prompt(300, 1) + " and a tail", 10),  // a prefix-cache hit on P and on D
@@ -125,7 +132,12 @@ TEST_P(PdServe, HandOffGivesTheUnifiedAnswer) {
   expect_pools_empty(*d, "decode");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, PdServe, ::testing::Values("tcp", "ucx"));
+INSTANTIATE_TEST_SUITE_P(Transports, PdServe, ::testing::Values("tcp", "ucx", "tcp/f32", "ucx/q8_0", "tcp/fp8_e4m3"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           std::replace(n.begin(), n.end(), '/', '_');
+                           return n;
+                         });
 
 TEST(PdServeRoles, EachRoleRefusesWhatItDoesNotTake) {
   auto p = serve("roles-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
@@ -243,6 +255,41 @@ TEST(PdServeFailures, AnotherModelOnTheOtherSideIsRefusedAtFirstContact) {
   EXPECT_EQ(legs.decode.status, 502) << legs.decode.body;
   EXPECT_NE(legs.decode.body.find("another model"), std::string::npos) << legs.decode.body;
   EXPECT_EQ(metric(testing::get(d->url(), "/metrics").body, "kv_transfer_failures_total", "reason=\"mismatch\""), 1);
+  expect_pools_empty(*p, "prefill");
+  expect_pools_empty(*d, "decode");
+}
+
+// The pool sizes itself by bytes: the same --kv-cache-memory holds twice the tokens in
+// 16 bits and nearly four times in 8, and /health, /metrics and the proxy's view say so.
+TEST(PdServeKv, EachDtypeReportsTheTokensItsMemoryHolds) {
+  std::map<std::string, int64_t> tokens;
+  for (const char* dtype : {"f32", "bf16", "q8_0", "fp8_e4m3"}) {
+    auto u = serve(std::string("capacity-") + dtype, {"--kv-cache-dtype", dtype});
+    const json health = testing::get(u->url(), "/health").json();
+    EXPECT_EQ(health["capacity"]["kv_cache_dtype"], dtype);
+    tokens[dtype] = health["capacity"]["kv_tokens"].get<int64_t>();
+    const std::string m = testing::get(u->url(), "/metrics").body;
+    EXPECT_EQ(metric(m, "num_kv_tokens_total"), double(tokens[dtype])) << dtype;
+    EXPECT_EQ(metric(m, "cache_config_info", std::string("cache_dtype=\"") + dtype + "\""), 1.0) << m;
+    const ModelConfig c = ModelConfig::from_gguf(GgufFile(model(42)));
+    EXPECT_EQ(health["capacity"]["kv_bytes_per_token"], c.n_layer * c.kv_row_format(*parse_kv_dtype(dtype)).bytes());
+  }
+  EXPECT_NEAR(double(tokens["bf16"]) / double(tokens["f32"]), 2.0, 0.01);
+  EXPECT_GT(double(tokens["q8_0"]) / double(tokens["f32"]), 3.6);
+  EXPECT_GT(double(tokens["fp8_e4m3"]) / double(tokens["f32"]), 3.6);
+}
+
+TEST(PdServeFailures, AnotherKvDtypeOnTheOtherSideIsRefusedAtFirstContact) {
+  auto p = serve("dtype-prefill", {"--role", "prefill", "--kv-transport", "tcp", "--kv-cache-dtype", "f32"});
+  auto d = serve("dtype-decode", {"--role", "decode", "--kv-transport", "tcp", "--kv-cache-dtype", "bf16"});
+  const Legs legs = hand_off(*p, *d, "/v1/completions", completion("same weights, other cache", 6));
+  ASSERT_EQ(legs.prefill.status, 200) << legs.prefill.body;
+  EXPECT_EQ(legs.decode.status, 502) << legs.decode.body;
+  EXPECT_NE(legs.decode.body.find("lays out its KV cache differently"), std::string::npos) << legs.decode.body;
+  EXPECT_NE(legs.decode.body.find("dtype f32 there, bf16 here"), std::string::npos) << legs.decode.body;
+  const std::string dm = testing::get(d->url(), "/metrics").body;
+  EXPECT_EQ(metric(dm, "kv_transfer_failures_total", "reason=\"mismatch\""), 1);
+  EXPECT_EQ(metric(dm, "kv_transfer_bytes_total"), 0);
   expect_pools_empty(*p, "prefill");
   expect_pools_empty(*d, "decode");
 }

@@ -27,6 +27,11 @@ TEST(LaunchCommands, ServeArgs) {
   EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, {9100}, "decode-0"),
             (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "decode", "--host", "127.0.0.1", "--port",
                   "9100", "--threads", "2", "--engine-id", "decode-0", "--kv-transport", "tcp"}));
+  // A KV dtype other than serve's default is passed on.
+  s.kv_cache_dtype = "q8_0";
+  EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, {9100}, "decode-0"),
+            (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "decode", "--host", "127.0.0.1", "--port",
+                  "9100", "--threads", "2", "--engine-id", "decode-0", "--kv-transport", "tcp", "--kv-cache-dtype", "q8_0"}));
 }
 
 const char* const kHostsTopology = R"(model: m.gguf

@@ -58,15 +58,16 @@ std::string generate(const std::string& model, int ranks, const std::string& log
   return r.out;
 }
 
+// extra: flags of the group's runs only; both: flags of every run.
 void expect_same_as_single_process(const std::string& model, const std::string& name, const std::string& extra,
-                                   std::initializer_list<int> groups) {
+                                   std::initializer_list<int> groups, const std::string& both = "") {
   const std::string dir = models().dir;
-  const std::string alone = generate(model, 0, dir + "/" + name + "-alone.npy");
+  const std::string alone = generate(model, 0, dir + "/" + name + "-alone.npy", both);
   const auto ids = nlohmann::json::parse(alone)["output_ids"];
   ASSERT_EQ(ids.size(), 24u);
   for (const int n : groups) {
     const std::string logits = dir + "/" + name + "-ep" + std::to_string(n) + ".npy";
-    const std::string out = generate(model, n, logits, extra);
+    const std::string out = generate(model, n, logits, extra + " " + both);
     // Rank 0 prints; the other ranks print nothing.
     EXPECT_EQ(out, alone) << "ep " << n;
     EXPECT_EQ(read_file(logits), read_file(dir + "/" + name + "-alone.npy")) << "ep " << n << ": logits differ";
@@ -81,6 +82,15 @@ TEST(EpGenerate, Qwen3MoeOutputEqualsTheSingleProcess) {
   expect_same_as_single_process(models().qw, "qw", "", {1, 2, 4});
 }
 
+
+// Attention is data-parallel over the ranks: each stores its own sequences' KV, in any dtype.
+TEST(EpGenerate, EveryKvDtypeEqualsTheSingleProcess) {
+  for (const char* dtype : {"f16", "fp8_e4m3", "q8_0"}) {
+    SCOPED_TRACE(dtype);
+    expect_same_as_single_process(models().ds, std::string("ds-kv-") + dtype, "", {2}, std::string("--kv-cache-dtype ") + dtype);
+    expect_same_as_single_process(models().qw, std::string("qw-kv-") + dtype, "", {2}, std::string("--kv-cache-dtype ") + dtype);
+  }
+}
 
 std::string redundant_placement(int ranks, int moe_layers) {
   return testing::write_placement(models().dir + "/redundant-" + std::to_string(ranks) + "-" + std::to_string(moe_layers) + ".json",

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <random>
@@ -35,6 +36,7 @@ struct BenchModelArgs {
   int threads = 0;
   std::vector<int> batch;  // decode batch sizes to measure besides tg
   int batch_context = 128;
+  std::vector<int> context;  // context depths to decode at, besides tg from an empty one
   KvDtype kv_dtype = kKvDtypeAuto;
   bool json = false;
 };
@@ -127,12 +129,45 @@ double batched_decode_rate(Model& model, KvDtype kv_dtype, int batch, int contex
   return double(batch) * steps / seconds_since(t0);
 }
 
+// Decode tokens/s of one sequence after `depth` positions of context, as llama-bench -d
+// measures. The first positions (up to 512) are a prefill of random tokens; deeper ones
+// repeat those rows, layer by layer, so that a 32k context costs no 32k prefill: decode
+// reads every row whatever its values, and its speed does not depend on them.
+double decode_rate_at_depth(Model& model, KvDtype kv_dtype, int depth, int steps, ThreadPool& pool, std::mt19937& rng) {
+  const int64_t block = 16, n_blocks = (depth + steps + block) / block;
+  KvStore kv = model.make_kv_store(block, n_blocks, kv_dtype);
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int64_t i = 0; i < n_blocks; ++i) table[size_t(i)] = int32_t(i);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(model.config().n_vocab - 1));
+  const int filled = std::min(depth, 512);
+  Step step;
+  step.tokens.resize(size_t(filled));
+  for (auto& t : step.tokens) t = token(rng);
+  step.seqs = {{&table, 0, filled, LogitRows::kLast}};
+  std::vector<float> logits(size_t(model.config().n_vocab));
+  model.forward(step, kv, logits.data(), pool);
+  for (int64_t layer = 0; layer < kv.n_layers(); ++layer)
+    for (int64_t p = filled; p < depth; ++p)
+      std::memcpy(kv.position_row(layer, table, p), kv.position_row(layer, table, p % filled), size_t(kv.row_bytes()));
+  step.tokens.resize(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) {
+    step.tokens[0] = token(rng);
+    step.seqs[0] = {&table, depth + i, 1, LogitRows::kLast};
+    model.forward(step, kv, logits.data(), pool);
+  }
+  return steps / seconds_since(t0);
+}
+
 void run(const BenchModelArgs& a) {
   if (a.pp < 1 || a.tg < 1 || a.reps < 1) fail("--pp, --tg and --reps must be at least 1");
   for (int b : a.batch) {
     if (b < 1) fail("--batch sizes must be at least 1, got {}", b);
   }
   if (a.batch_context < 1) fail("--batch-context must be at least 1, got {}", a.batch_context);
+  for (int d : a.context) {
+    if (d < 1) fail("--context depths must be at least 1, got {}", d);
+  }
   auto model = load_model_with_progress(a.model);
   const ModelConfig& c = model->config();
   ThreadPool pool(a.threads);
@@ -193,6 +228,25 @@ void run(const BenchModelArgs& a) {
     }
     batch_bar.done();
   }
+  std::vector<Stats> at_depth;
+  if (!a.context.empty()) {
+    ProgressBar depth_bar(fmt::format("bench tg{} at depth x{}", a.tg, a.reps));
+    for (size_t i = 0; i < a.context.size(); ++i) {
+      if (a.context[i] + a.tg > c.n_ctx_train) {
+        fail("--context {}: {} + {} decoded tokens is more than the model's context length ({})", a.context[i], a.context[i], a.tg,
+             c.n_ctx_train);
+      }
+      std::vector<double> rates;
+      for (int r = 0; r < a.reps; ++r) {
+        rates.push_back(decode_rate_at_depth(*model, a.kv_dtype, a.context[i], a.tg, pool, rng));
+        depth_bar.update((double(i) + (r + 1.0) / a.reps) / double(a.context.size()));
+      }
+      at_depth.push_back(stats(rates));
+    }
+    depth_bar.done();
+  }
+  // What a decoded token reads at depth d: the weights, and every layer's d rows of KV.
+  const double kv_bytes_per_position = double(c.n_layer) * double(c.kv_row_format(a.kv_dtype).bytes());
 
   const Stats pp = stats(pp_rates), tg = stats(tg_rates), bw = stats(scratch.bandwidths),
               reached = stats(scratch.fractions);
@@ -237,6 +291,14 @@ void run(const BenchModelArgs& a) {
                                      {"stddev", batched[i].stddev},
                                      {"step_ms", 1e3 * a.batch[i] / batched[i].mean}});
     }
+    for (size_t i = 0; i < at_depth.size(); ++i) {
+      const double gb = active_gb + double(a.context[i]) * kv_bytes_per_position / 1e9;
+      j["decode_at_depth"].push_back({{"context", a.context[i]},
+                                      {"tokens_per_s", at_depth[i].mean},
+                                      {"stddev", at_depth[i].stddev},
+                                      {"bytes_per_token", gb * 1e9},
+                                      {"roofline_fraction", at_depth[i].mean * gb / bw.mean}});
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -251,6 +313,12 @@ void run(const BenchModelArgs& a) {
   for (size_t i = 0; i < batched.size(); ++i) {
     std::printf("| tg%-4d @ batch %-3d | %7.2f ± %.2f | %.1f ms per step |\n", a.tg, a.batch[i], batched[i].mean,
                 batched[i].stddev, 1e3 * a.batch[i] / batched[i].mean);
+  }
+  for (size_t i = 0; i < at_depth.size(); ++i) {
+    const double gb = active_gb + double(a.context[i]) * kv_bytes_per_position / 1e9;
+    std::printf("| tg%-4d @ d%-6d | %7.2f ± %.2f | %.3f GB per token (KV %s %.3f) | %.0f%% of the 1 GiB buffer's roofline |\n", a.tg,
+                a.context[i], at_depth[i].mean, at_depth[i].stddev, gb, kv_dtype_name(a.kv_dtype),
+                double(a.context[i]) * kv_bytes_per_position / 1e9, 100.0 * at_depth[i].mean * gb / bw.mean);
   }
   std::printf("prefill: %.1f GFLOP/s (2 x %.3fB active parameters per token)\n", gflops,
               double(model->active_params_per_token()) / 1e9);
@@ -279,7 +347,9 @@ void register_bench_model(CLI::App& bench) {
       "reached, run by run against the bandwidth measured beside it: reading the weights decode steps\n"
       "read, where they lie (when a token reads 256 MiB or more), and a 1 GiB buffer of its own.\n"
       "--batch 1,4,16,32: also tokens/s of that many sequences decoding together (tg steps each, after\n"
-      "--batch-context random prompt tokens), as a serving engine's decode steps run.");
+      "--batch-context random prompt tokens), as a serving engine's decode steps run.\n"
+      "--context 4096,16384: also tg tokens/s of one sequence decoding after that many positions of\n"
+      "context (as llama-bench -d), with the KV bytes each token reads; --kv-cache-dtype sets how the KV is stored.");
   add_model_options(*cmd, args->model);
   cmd->add_option("--pp", args->pp, "Prompt tokens per prefill run")->capture_default_str();
   cmd->add_option("--tg", args->tg, "Tokens per decode run")->capture_default_str();
@@ -287,6 +357,7 @@ void register_bench_model(CLI::App& bench) {
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
   cmd->add_option("--batch", args->batch, "Decode batch sizes to measure, comma-separated (e.g. 1,4,16,32)")->delimiter(',');
   cmd->add_option("--batch-context", args->batch_context, "Prompt tokens per sequence before batched decode")->capture_default_str();
+  cmd->add_option("--context", args->context, "Context depths to decode at, comma-separated (e.g. 4096,16384,32768)")->delimiter(',');
   add_kv_dtype_option(*cmd, args->kv_dtype);
   cmd->add_flag("--json", args->json, "Print the results as JSON");
   cmd->callback([args] { run(*args); });

@@ -101,5 +101,46 @@ TEST_F(Cli, BenchModelMeasuresBatchedDecode) {
   EXPECT_NE(bad.out.find("--batch sizes must be at least 1, got 0"), std::string::npos) << bad.out;
 }
 
+constexpr double kTinyLayers = 3;
+
+TEST_F(Cli, BenchModelMeasuresDecodeAtDepthWithItsKvBytes) {
+  const Result r =
+      run("bench model --model " + model_ + " --pp 8 --tg 3 --reps 1 --context 40,700 --kv-cache-dtype q8_0 --json", false);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_cache_dtype"], "q8_0");
+  ASSERT_EQ(j["decode_at_depth"].size(), 2u);
+  EXPECT_EQ(j["decode_at_depth"][1]["context"], 700);
+  EXPECT_GT(j["decode_at_depth"][1]["tokens_per_s"].get<double>(), 0.0);
+  // A tiny deepseek2 row (latent 64 + rope 32) in q8_0: 3 blocks of 32 int8 and an f16 scale.
+  const double extra = j["decode_at_depth"][1]["bytes_per_token"].get<double>() - j["decode_at_depth"][0]["bytes_per_token"].get<double>();
+  EXPECT_NEAR(extra, 660 * kTinyLayers * 3 * 34, 1.0);
+  const Result bad = run("bench model --model " + model_ + " --context 4090");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--context 4090: 4090 + 128 decoded tokens is more than the model's context length (4096)"), std::string::npos)
+      << bad.out;
+}
+
+TEST_F(Cli, BenchKvAccuracyComparesEachDtypeWithF32) {
+  const Result r = run("bench kv-accuracy --model " + model_ + " --prompt-len 300 --gen 8 --dtypes bf16,q8_0 --json", false);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["positions"], 307);
+  ASSERT_EQ(j["dtypes"].size(), 2u);
+  EXPECT_EQ(j["dtypes"][0]["dtype"], "bf16");
+  for (const auto& d : j["dtypes"]) {
+    // Rounding the cache moves the distributions a little: measurably, never below zero.
+    EXPECT_GT(d["kl_mean"].get<double>(), 0.0) << d.dump();
+    EXPECT_GE(d["kl_p99"].get<double>(), 0.0);
+    EXPECT_GE(d["kl_max"].get<double>(), d["kl_p99"].get<double>());
+    EXPECT_GT(d["top1_agreement"].get<double>(), 0.5);
+    EXPECT_LE(d["top1_agreement"].get<double>(), 1.0);
+    EXPECT_LE(d["greedy_tokens_equal"].get<int>(), 8);
+  }
+  const Result bad = run("bench kv-accuracy --model " + model_ + " --dtypes f32");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--dtypes: 'f32' is not one of f16, bf16, fp8_e4m3, q8_0"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace moe

@@ -38,6 +38,7 @@ CpuFeatures detect() {
   if (const char* cap = std::getenv("MOENGINE_CPU")) {
     const bool generic = std::strcmp(cap, "generic") == 0;
     const bool avx2 = std::strcmp(cap, "avx2") == 0;
+    if (std::strcmp(cap, "avx512") == 0) f.avx512bf16 = false;
     if (generic || avx2) {
       f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
     }

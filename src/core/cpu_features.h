@@ -20,7 +20,7 @@ struct CpuFeatures {
   std::string describe() const;
 };
 
-// Detected once; setting MOENGINE_CPU=generic|avx2|avx512 caps what is reported, so the
+// Detected once; setting MOENGINE_CPU=generic|avx2|avx512 (AVX-512 without BF16) caps what is reported, so the
 // slower paths can be run and compared on a machine that has the faster ones.
 const CpuFeatures& cpu_features();
 

@@ -299,6 +299,13 @@ MOE_AVX2 void accumulate_avx2(int rows, int np, const float* s, const float* alp
 const AttnKernels& kernels() {
   static const AttnKernels chosen = [] {
     const CpuFeatures& f = cpu_features();
+    if (f.has_avx2_fma() && f.has_avx512() && f.avx512vnni && f.avx512bf16) {
+      static const attn::Bf16Kernels bf16 = attn::avx512_bf16_kernels();
+      AttnKernels k = attn::avx512_kernels();
+      k.bf16 = &bf16;
+      k.name = "avx512-bf16";
+      return k;
+    }
     if (f.has_avx2_fma() && f.has_avx512() && f.avx512vnni) return attn::avx512_kernels();
     if (f.has_avx2_fma()) return AttnKernels{scores_avx2, attn::softmax_avx2, accumulate_avx2, "avx2"};
     return AttnKernels{scores_generic, softmax_generic, accumulate_generic, "generic"};
@@ -403,8 +410,15 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
   // rows a call has, so a row's arithmetic is the same in prefill, decode and any batch.
   const bool lanes = c.kern.scores_lanes != nullptr && c.group >= attn::kLanesMinGroup;
   const int64_t lane_stride = (n + kLaneRows - 1) / kLaneRows * kLaneRows * sh.dk;  // floats per head
+  // A bf16 cache on a CPU with bf16 dot products: keys and values read as stored.
+  const KvRowFormat& fmt = *c.kv.format;
+  const bool bf16_dot = lanes && c.kern.bf16 != nullptr && fmt.dtype() == KvDtype::bf16 && sh.dk % 2 == 0;
   thread_local std::vector<float> qt;
-  if (lanes) {
+  thread_local std::vector<uint32_t> qt16;
+  if (bf16_dot) {
+    qt16.resize(size_t(n_heads * lane_stride / 2));
+    for (int h = 0; h < n_heads; ++h) c.kern.bf16->transpose_queries(n, qr + h * n, sh.dk, qt16.data() + h * lane_stride / 2);
+  } else if (lanes) {
     qt.resize(size_t(n_heads * lane_stride));
     for (int h = 0; h < n_heads; ++h) c.kern.transpose_queries(n, qr + h * n, sh.dk, qt.data() + h * lane_stride);
   }
@@ -415,8 +429,9 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
 
   // Rows stored below f32 are converted a chunk at a time, each head's key and value
   // apart, into buffers that stay in L1/L2 while the chunk is worked on.
-  const KvRowFormat& fmt = *c.kv.format;
-  const bool direct = fmt.dtype() == KvDtype::f32;
+  const bool direct = fmt.dtype() == KvDtype::f32 || bf16_dot;
+  const uint16_t* k16[kChunk];
+  const uint16_t* v16[kChunk];
   thread_local std::vector<float> kbuf, vbuf;
   if (!direct) {
     kbuf.resize(size_t(kChunk * sh.dk));
@@ -448,6 +463,20 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
       const int g = tile.g_begin + h;
       const int64_t k_off = sh.k_offset + g * sh.k_head_stride;
       const int64_t v_off = sh.v_offset + g * sh.v_head_stride;
+      const int r0 = h * n + active, rows = n - active;
+      if (bf16_dot) {
+        const int64_t k_byte = fmt.byte_at(k_off), v_byte = fmt.byte_at(v_off);
+        for (int j = 0; j < np; ++j) {
+          k16[j] = reinterpret_cast<const uint16_t*>(base[j] + k_byte);
+          v16[j] = reinterpret_cast<const uint16_t*>(base[j] + v_byte);
+        }
+        const int g0 = active / kLaneRows * kLaneRows;
+        c.kern.bf16->scores_lanes(n - g0, np, qt16.data() + h * lane_stride / 2 + g0 * sh.dk / 2, k16, sh.dk, sh.scale,
+                                  s + (h * n + g0) * kChunk);
+        c.kern.softmax(rows, np, limit + r0, p0, s + r0 * kChunk, m + r0, l + r0, alpha + r0);
+        c.kern.bf16->accumulate(rows, np, s + r0 * kChunk, alpha + r0, v16, sh.dv, acc + r0 * sh.dv);
+        continue;
+      }
       if (direct) {
         for (int j = 0; j < np; ++j) {
           kp[j] = reinterpret_cast<const float*>(base[j]) + k_off;
@@ -469,7 +498,6 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
           }
         }
       }
-      const int r0 = h * n + active, rows = n - active;
       if (lanes) {
         const int g0 = active / kLaneRows * kLaneRows;  // the lane group holding the first active row
         c.kern.scores_lanes(n - g0, np, qt.data() + h * lane_stride + g0 * sh.dk, kp, sh.dk, sh.scale,

@@ -13,6 +13,16 @@ inline constexpr int kLaneRows = 16;     // query rows per vector in scores_lane
 // fewer, a decode step's rows would leave lanes empty.
 inline constexpr int kLanesMinGroup = 16;
 
+// The loops of the bf16 path (attention_avx512_bf16.cpp): a bf16 cache read as stored, for
+// kv heads that use the lanes kernels. transpose_queries lays rows out in bf16 pairs of
+// dims, qt[(g * dk / 2 + p) * kLaneRows + i] = (q[g * kLaneRows + i][2p], ...[2p + 1]); the
+// keys and values are bf16 rows; dk must be even.
+struct Bf16Kernels {
+  void (*transpose_queries)(int rows, const float* const* q, int64_t dk, uint32_t* qt);
+  void (*scores_lanes)(int rows, int np, const uint32_t* qt, const uint16_t* const* k, int64_t dk, float scale, float* s);
+  void (*accumulate)(int rows, int np, const float* s, const float* alpha, const uint16_t* const* v, int64_t dv, float* acc);
+};
+
 // The three inner loops, per backend. Scores are laid out s[row * kChunk + position].
 struct AttnKernels {
   // s[r][j] = scale * q[r] . k[j] for r < rows, j < np.
@@ -37,6 +47,8 @@ struct AttnKernels {
   void (*transpose_queries)(int rows, const float* const* q, int64_t dk, float* qt) = nullptr;
   void (*scores_lanes)(int rows, int np, const float* qt, const float* const* k, int64_t dk, float scale,
                        float* s) = nullptr;
+  // Optional: the bf16 path, where the CPU has AVX512_BF16.
+  const Bf16Kernels* bf16 = nullptr;
 };
 
 // AVX2's softmax step; the AVX-512 backend uses it too (a few percent of the time).
@@ -44,5 +56,7 @@ void softmax_avx2(int rows, int np, const int64_t* limit, int64_t p0, float* s, 
                   float* alpha);
 // The AVX-512 backend (F, BW, VL, VNNI: the matmul path's set); only for CPUs that have it.
 AttnKernels avx512_kernels();
+// AVX512_BF16's dot products on bf16 rows; only for CPUs that have them.
+Bf16Kernels avx512_bf16_kernels();
 
 }  // namespace moe::attn

@@ -11,6 +11,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/attention_impl.h"
+#include "kernels/attention_transpose16.h"
 #include "kernels/matmul_avx512.h"
 #include "kernels/ops_simd.h"
 
@@ -130,33 +131,6 @@ MOE_AVX512 void accumulate(int rows, int np, const float* s, const float* alpha,
       case 3: accumulate_rows<3>(np, sb, alpha + r0, v, dv, ab); break;
       default: accumulate_rows<4>(np, sb, alpha + r0, v, dv, ab); break;
     }
-  }
-}
-
-// v[i] becomes column i of the 16x16 matrix whose rows v held: four rounds of shuffles, no
-// memory round trip.
-MOE_AVX512_INLINE void transpose16(__m512 v[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-  }
-  // v[4b + c], lane k: column 4k + c of rows 4b .. 4b + 3.
-  for (int b = 0; b < 4; ++b) {
-    v[4 * b] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0x44);
-    v[4 * b + 1] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0xEE);
-    v[4 * b + 2] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0x44);
-    v[4 * b + 3] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0xEE);
-  }
-  for (int h = 0; h < 2; ++h) {
-    for (int c = 0; c < 4; ++c) {
-      t[8 * h + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0x88);
-      t[8 * h + 4 + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0xDD);
-    }
-  }
-  for (int c = 0; c < 8; ++c) {
-    v[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-    v[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
   }
 }
 

@@ -21,8 +21,10 @@
 
 #include "core/fp16.h"
 #include "kernels/attention_impl.h"
+#include "kernels/attention_transpose16.h"
 
-#define MOE_BF16_TARGET "avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c"
+// The AVX-512 set of the other kernels (attention_transpose16.h inlines into these) plus BF16.
+#define MOE_BF16_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c"
 #define MOE_BF16 __attribute__((target(MOE_BF16_TARGET)))
 #define MOE_BF16_INLINE __attribute__((target(MOE_BF16_TARGET), always_inline)) inline
 
@@ -36,31 +38,6 @@ MOE_BF16_INLINE __mmask16 tail16(int64_t n) { return __mmask16((1u << n) - 1); }
 MOE_BF16_INLINE __m512 dp_bcast(__m512 acc, __m512i q, const uint16_t* p) {
   asm("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(q), "m"(*reinterpret_cast<const uint32_t*>(p)));
   return acc;
-}
-
-// As attention_avx512.cpp's transpose16: v[i] becomes column i of the 16x16 matrix.
-MOE_BF16_INLINE void transpose16(__m512 v[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-  }
-  for (int b = 0; b < 4; ++b) {
-    v[4 * b] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0x44);
-    v[4 * b + 1] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0xEE);
-    v[4 * b + 2] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0x44);
-    v[4 * b + 3] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0xEE);
-  }
-  for (int h = 0; h < 2; ++h) {
-    for (int c = 0; c < 4; ++c) {
-      t[8 * h + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0x88);
-      t[8 * h + 4 + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0xDD);
-    }
-  }
-  for (int c = 0; c < 8; ++c) {
-    v[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-    v[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
-  }
 }
 
 void transpose_queries_bf16(int rows, const float* const* q, int64_t dk, uint32_t* qt) {

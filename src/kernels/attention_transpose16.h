@@ -1,0 +1,35 @@
+#pragma once
+// The 16x16 transpose in registers that the AVX-512 attention kernels (f32 and bf16) use
+// to turn lanes-as-rows results back into rows. Only for files compiled for AVX-512.
+#include "kernels/matmul_avx512.h"
+
+namespace moe::attn {
+
+// v[i] becomes column i of the 16x16 matrix whose rows v held: four rounds of shuffles, no
+// memory round trip.
+MOE_AVX512_INLINE void transpose16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  // v[4b + c], lane k: column 4k + c of rows 4b .. 4b + 3.
+  for (int b = 0; b < 4; ++b) {
+    v[4 * b] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0x44);
+    v[4 * b + 1] = _mm512_shuffle_ps(t[4 * b], t[4 * b + 2], 0xEE);
+    v[4 * b + 2] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0x44);
+    v[4 * b + 3] = _mm512_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0xEE);
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int c = 0; c < 4; ++c) {
+      t[8 * h + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0x88);
+      t[8 * h + 4 + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0xDD);
+    }
+  }
+  for (int c = 0; c < 8; ++c) {
+    v[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    v[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+  }
+}
+
+}  // namespace moe::attn

@@ -412,12 +412,18 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
   const int64_t lane_stride = (n + kLaneRows - 1) / kLaneRows * kLaneRows * sh.dk;  // floats per head
   // A bf16 cache on a CPU with bf16 dot products: keys and values read as stored.
   const KvRowFormat& fmt = *c.kv.format;
-  const bool bf16_dot = lanes && c.kern.bf16 != nullptr && fmt.dtype() == KvDtype::bf16 && sh.dk % 2 == 0;
+  const bool bf16_dot = c.kern.bf16 != nullptr && fmt.dtype() == KvDtype::bf16 && sh.dk % 2 == 0;
   thread_local std::vector<float> qt;
   thread_local std::vector<uint32_t> qt16;
-  if (bf16_dot) {
+  thread_local std::vector<uint16_t> qb16;
+  const uint16_t* qr16[kMaxTileRows];
+  if (bf16_dot && lanes) {
     qt16.resize(size_t(n_heads * lane_stride / 2));
     for (int h = 0; h < n_heads; ++h) c.kern.bf16->transpose_queries(n, qr + h * n, sh.dk, qt16.data() + h * lane_stride / 2);
+  } else if (bf16_dot) {
+    qb16.resize(size_t(n_heads * n * sh.dk));
+    c.kern.bf16->convert_queries(n_heads * n, qr, sh.dk, qb16.data());
+    for (int i = 0; i < n_heads * n; ++i) qr16[i] = qb16.data() + i * sh.dk;
   } else if (lanes) {
     qt.resize(size_t(n_heads * lane_stride));
     for (int h = 0; h < n_heads; ++h) c.kern.transpose_queries(n, qr + h * n, sh.dk, qt.data() + h * lane_stride);
@@ -470,9 +476,13 @@ void run_segment(const Call& c, const Tile& tile, int64_t seg, float* acc) {
           k16[j] = reinterpret_cast<const uint16_t*>(base[j] + k_byte);
           v16[j] = reinterpret_cast<const uint16_t*>(base[j] + v_byte);
         }
-        const int g0 = active / kLaneRows * kLaneRows;
-        c.kern.bf16->scores_lanes(n - g0, np, qt16.data() + h * lane_stride / 2 + g0 * sh.dk / 2, k16, sh.dk, sh.scale,
-                                  s + (h * n + g0) * kChunk);
+        if (lanes) {
+          const int g0 = active / kLaneRows * kLaneRows;
+          c.kern.bf16->scores_lanes(n - g0, np, qt16.data() + h * lane_stride / 2 + g0 * sh.dk / 2, k16, sh.dk, sh.scale,
+                                    s + (h * n + g0) * kChunk);
+        } else {
+          c.kern.bf16->scores(rows, np, qr16 + r0, k16, sh.dk, sh.scale, s + r0 * kChunk);
+        }
         c.kern.softmax(rows, np, limit + r0, p0, s + r0 * kChunk, m + r0, l + r0, alpha + r0);
         c.kern.bf16->accumulate(rows, np, s + r0 * kChunk, alpha + r0, v16, sh.dv, acc + r0 * sh.dv);
         continue;

@@ -1,8 +1,9 @@
-// Attention over a bf16 KV cache with AVX512_BF16 dot products, for kv heads shared by 16
-// or more query heads (MLA's latent row, wide GQA groups): the keys and values are read as
-// they are stored, never converted, and each VDPBF16PS does the work of two FMAs.
+// Attention over a bf16 KV cache with AVX512_BF16 dot products: the keys and values are
+// read as they are stored, never converted, and each VDPBF16PS does the work of two FMAs.
+// Kv heads shared by 16 or more query heads (MLA's latent row, wide GQA groups) take the
+// lanes kernels; narrower groups, blocks of rows against keys as in the f32 kernel.
 //
-// Scores: queries rounded to bf16 once per segment and laid out as the f32 lanes kernel
+// Lanes scores: queries rounded to bf16 once per segment and laid out as the f32 lanes kernel
 // lays them (rows in the lanes), in pairs of dims: qt[(p * kLaneRows + i)] holds row i's
 // dims 2p and 2p + 1. Each key pair (2 bf16, one 32-bit broadcast) meets 16 rows at once.
 // Values: pairs of positions, their rows interleaved dim by dim, against the pair of
@@ -80,6 +81,54 @@ MOE_BF16 void scores_lanes_bf16(int rows, int np, const uint32_t* qt, const uint
   }
 }
 
+void convert_queries_bf16(int rows, const float* const* q, int64_t dk, uint16_t* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < dk; ++d) out[r * dk + d] = f32_to_bf16(q[r][d]);
+}
+
+// RB query rows against NP keys, 32 dims a step: RB * NP accumulators, each key load used
+// RB times and each query load NP times; a ragged dk ends with one masked step.
+template <int RB, int NP>
+MOE_BF16_INLINE void dot_tile(const uint16_t* const* q, const uint16_t* const* k, int64_t dk, float scale, float* s) {
+  __m512 acc[RB][NP];
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < dk; d += 32) {
+    const __mmask32 m = dk - d >= 32 ? ~__mmask32(0) : __mmask32((1u << (dk - d)) - 1);
+    __m512i kv[NP];
+    for (int j = 0; j < NP; ++j) kv[j] = _mm512_maskz_loadu_epi16(m, k[j] + d);
+    for (int r = 0; r < RB; ++r) {
+      const __m512i qv = _mm512_maskz_loadu_epi16(m, q[r] + d);
+      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], __m512bh(qv), __m512bh(kv[j]));
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int j = 0; j < NP; ++j) s[r * kChunk + j] = _mm512_reduce_add_ps(acc[r][j]) * scale;
+}
+
+template <int NP>
+MOE_BF16 void dot_rows(int rb, const uint16_t* const* q, const uint16_t* const* k, int64_t dk, float scale, float* s) {
+  switch (rb) {
+    case 1: return dot_tile<1, NP>(q, k, dk, scale, s);
+    case 2: return dot_tile<2, NP>(q, k, dk, scale, s);
+    case 3: return dot_tile<3, NP>(q, k, dk, scale, s);
+    default: return dot_tile<4, NP>(q, k, dk, scale, s);
+  }
+}
+
+MOE_BF16 void scores_bf16(int rows, int np, const uint16_t* const* q, const uint16_t* const* k, int64_t dk, float scale,
+                          float* s) {
+  // Blocks of 2 to 4 rows against 4 keys, as the f32 kernel's.
+  const int n_blocks = (rows + 3) / 4;
+  for (int b = 0; b < n_blocks; ++b) {
+    const int r0 = b * rows / n_blocks, rb = (b + 1) * rows / n_blocks - r0;
+    float* sb = s + r0 * kChunk;
+    int j = 0;
+    for (; j + 4 <= np; j += 4) dot_rows<4>(rb, q + r0, k + j, dk, scale, sb + j);
+    for (; j < np; ++j) dot_rows<1>(rb, q + r0, k + j, dk, scale, sb + j);
+  }
+}
+
 // 16 dims of two positions' values, interleaved: lane i holds (a[i], b[i]).
 MOE_BF16_INLINE __m512i interleave(const uint16_t* a, const uint16_t* b, __mmask16 mask) {
   const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35,
@@ -144,6 +193,8 @@ MOE_BF16 void accumulate_bf16(int rows, int np, const float* s, const float* alp
 
 }  // namespace
 
-Bf16Kernels avx512_bf16_kernels() { return Bf16Kernels{transpose_queries_bf16, scores_lanes_bf16, accumulate_bf16}; }
+Bf16Kernels avx512_bf16_kernels() {
+  return Bf16Kernels{transpose_queries_bf16, scores_lanes_bf16, convert_queries_bf16, scores_bf16, accumulate_bf16};
+}
 
 }  // namespace moe::attn

@@ -13,13 +13,15 @@ inline constexpr int kLaneRows = 16;     // query rows per vector in scores_lane
 // fewer, a decode step's rows would leave lanes empty.
 inline constexpr int kLanesMinGroup = 16;
 
-// The loops of the bf16 path (attention_avx512_bf16.cpp): a bf16 cache read as stored, for
-// kv heads that use the lanes kernels. transpose_queries lays rows out in bf16 pairs of
-// dims, qt[(g * dk / 2 + p) * kLaneRows + i] = (q[g * kLaneRows + i][2p], ...[2p + 1]); the
-// keys and values are bf16 rows; dk must be even.
+// The loops of the bf16 path (attention_avx512_bf16.cpp): a bf16 cache read as stored; dk
+// must be even. For the lanes kernels, transpose_queries lays rows out in bf16 pairs of
+// dims, qt[(g * dk / 2 + p) * kLaneRows + i] = (q[g * kLaneRows + i][2p], ...[2p + 1]);
+// otherwise convert_queries writes each row as dk bf16 (out[r * dk + d]) for scores.
 struct Bf16Kernels {
   void (*transpose_queries)(int rows, const float* const* q, int64_t dk, uint32_t* qt);
   void (*scores_lanes)(int rows, int np, const uint32_t* qt, const uint16_t* const* k, int64_t dk, float scale, float* s);
+  void (*convert_queries)(int rows, const float* const* q, int64_t dk, uint16_t* out);
+  void (*scores)(int rows, int np, const uint16_t* const* q, const uint16_t* const* k, int64_t dk, float scale, float* s);
   void (*accumulate)(int rows, int np, const float* s, const float* alpha, const uint16_t* const* v, int64_t dv, float* acc);
 };
 

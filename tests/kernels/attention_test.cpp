@@ -119,11 +119,9 @@ std::vector<Layout> layouts() {
   return out;
 }
 
-// Where the kernel reads bf16 rows with bf16 dot products: AVX512_BF16, kv heads shared by
-// 16 or more query heads, an even key size.
+// Where the kernel reads bf16 rows with bf16 dot products: AVX512_BF16, an even key size.
 bool uses_bf16_dot_products(const Layout& lay, KvDtype dtype) {
-  return std::string(attention_backend_name()) == "avx512-bf16" && dtype == KvDtype::bf16 &&
-         lay.shape.n_q_heads / lay.shape.n_kv_heads >= 16 && lay.shape.dk % 2 == 0;
+  return std::string(attention_backend_name()) == "avx512-bf16" && dtype == KvDtype::bf16 && lay.shape.dk % 2 == 0;
 }
 
 void compare(const Layout& lay, KvDtype dtype, int64_t block_size, int64_t pos0, int64_t n_tokens,

@@ -20,11 +20,6 @@ namespace {
 
 MOE_AVX512_INLINE __mmask16 tail16(int64_t n) { return __mmask16((1u << n) - 1); }
 
-// The 16 lanes folded to 8 (low half plus high half).
-MOE_AVX512_INLINE __m256 fold(__m512 v) {
-  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
-
 // RB query rows against NP key rows: RB * NP accumulators, each key load reused RB times
 // and each query load NP times. A ragged dk ends with one masked step.
 template <int RB, int NP>

@@ -1,9 +1,15 @@
 #pragma once
-// The 16x16 transpose in registers that the AVX-512 attention kernels (f32 and bf16) use
-// to turn lanes-as-rows results back into rows. Only for files compiled for AVX-512.
+// Register shuffles the AVX-512 attention kernels (f32 and bf16) share: the 16x16
+// transpose that turns lanes-as-rows results back into rows, and the fold of a vector's
+// halves before horizontal sums. Only for files compiled for AVX-512.
 #include "kernels/matmul_avx512.h"
 
 namespace moe::attn {
+
+// The 16 lanes folded to 8 (low half plus high half).
+MOE_AVX512_INLINE __m256 fold(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
 
 // v[i] becomes column i of the 16x16 matrix whose rows v held: four rounds of shuffles, no
 // memory round trip.

@@ -33,6 +33,7 @@ struct KvAccuracyArgs {
   int gen = 64;
   std::vector<std::string> dtypes{"f16", "bf16", "fp8_e4m3", "q8_0"};
   std::string prompt_file;
+  std::string prompt_ids;
   int threads = 0;
   uint64_t seed = 1;
   bool json = false;
@@ -105,7 +106,22 @@ void run(const KvAccuracyArgs& a) {
     fail("--prompt-len {} + --gen {} is more than the model's context length ({})", a.prompt_len, a.gen, c.n_ctx_train);
   }
   std::vector<int32_t> prompt;
-  if (!a.prompt_file.empty()) {
+  if (!a.prompt_ids.empty() && !a.prompt_file.empty()) fail("give at most one of --prompt-file and --prompt-ids");
+  if (!a.prompt_ids.empty()) {
+    std::stringstream ss(a.prompt_ids);
+    for (std::string item; std::getline(ss, item, ',');) {
+      size_t used = 0;
+      int64_t id = -1;
+      try {
+        id = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size() || id < 0 || id >= c.n_vocab) fail("--prompt-ids: '{}' is not a token id in [0, {})", item, c.n_vocab);
+      prompt.push_back(int32_t(id));
+    }
+    if (int(prompt.size()) != a.prompt_len) fail("--prompt-ids: {} ids, --prompt-len is {}", prompt.size(), a.prompt_len);
+  } else if (!a.prompt_file.empty()) {
     std::ifstream in(a.prompt_file, std::ios::binary);
     if (!in) fail("--prompt-file: cannot open '{}'", a.prompt_file);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -202,7 +218,7 @@ void register_bench_kv_accuracy(CLI::App& bench) {
   cmd->footer(
       "Example:\n"
       "  moengine bench kv-accuracy --model models/mid-q8_0.gguf --prompt-len 2048 --gen 64 --threads 2\n"
-      "Runs the prompt (random tokens, or the start of --prompt-file) with an f32 KV cache and with each\n"
+      "Runs the prompt (random tokens, --prompt-ids, or the start of --prompt-file) with an f32 KV cache and each\n"
       "dtype: per position, KL(f32 || dtype) of the next-token distribution and whether the most likely\n"
       "tokens agree, over the prompt and f32's greedy continuation (teacher forced), then how many of each\n"
       "dtype's own greedy tokens equal f32's, and f32's top-1 minus top-2 logit where they part.");
@@ -211,6 +227,7 @@ void register_bench_kv_accuracy(CLI::App& bench) {
   cmd->add_option("--gen", args->gen, "Tokens generated after the prompt")->capture_default_str();
   cmd->add_option("--dtypes", args->dtypes, "KV dtypes to compare with f32, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--prompt-file", args->prompt_file, "A text file whose first --prompt-len tokens are the prompt");
+  cmd->add_option("--prompt-ids", args->prompt_ids, "The prompt as --prompt-len comma-separated token ids");
   cmd->add_option("--seed", args->seed, "Seed of the random prompt")->capture_default_str();
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
   cmd->add_flag("--json", args->json, "Print the results as JSON");

@@ -12,10 +12,10 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/model_loading.h"
+#include "cli/prompt_ids_arg.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -108,18 +108,7 @@ void run(const KvAccuracyArgs& a) {
   std::vector<int32_t> prompt;
   if (!a.prompt_ids.empty() && !a.prompt_file.empty()) fail("give at most one of --prompt-file and --prompt-ids");
   if (!a.prompt_ids.empty()) {
-    std::stringstream ss(a.prompt_ids);
-    for (std::string item; std::getline(ss, item, ',');) {
-      size_t used = 0;
-      int64_t id = -1;
-      try {
-        id = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || id < 0 || id >= c.n_vocab) fail("--prompt-ids: '{}' is not a token id in [0, {})", item, c.n_vocab);
-      prompt.push_back(int32_t(id));
-    }
+    prompt = parse_prompt_ids(a.prompt_ids, c.n_vocab);
     if (int(prompt.size()) != a.prompt_len) fail("--prompt-ids: {} ids, --prompt-len is {}", prompt.size(), a.prompt_len);
   } else if (!a.prompt_file.empty()) {
     std::ifstream in(a.prompt_file, std::ios::binary);

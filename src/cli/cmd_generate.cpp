@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "cli/kv_dtype_arg.h"
 #include "cli/commands.h"
 #include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
+#include "cli/prompt_ids_arg.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/thread_pool.h"
@@ -37,26 +37,6 @@ struct GenerateArgs {
   ExpertParallelArgs ep;
 };
 
-std::vector<int32_t> parse_ids(const std::string& s, int64_t n_vocab) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      fail("--prompt-ids: '{}' is not an integer", item);
-    }
-    if (item.find_first_not_of(" ", used) != std::string::npos) fail("--prompt-ids: '{}' is not an integer", item);
-    if (v < 0 || v >= n_vocab) fail("--prompt-ids: token id {} is outside the vocabulary (0..{})", v, n_vocab - 1);
-    ids.push_back(int32_t(v));
-  }
-  if (ids.empty()) fail("--prompt-ids: no token ids given");
-  return ids;
-}
-
 // Text of generated ids, decoded as a stream would be; control tokens add no text.
 std::string ids_to_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   StreamDecoder d(tok);
@@ -76,7 +56,7 @@ void run(const GenerateArgs& a) {
   std::optional<Tokenizer> tok;
   if (model->file().has("tokenizer.ggml.tokens")) tok.emplace(tokenizer_spec_from_gguf(model->file()));
   else if (!a.prompt.empty()) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); use --prompt-ids", a.model.path);
-  const std::vector<int32_t> prompt = a.prompt.empty() ? parse_ids(a.prompt_ids, c.n_vocab) : tok->encode(a.prompt, true);
+  const std::vector<int32_t> prompt = a.prompt.empty() ? parse_prompt_ids(a.prompt_ids, c.n_vocab) : tok->encode(a.prompt, true);
   if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
   ThreadPool pool(a.threads);
   if (group.rank() != 0) {

@@ -11,9 +11,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/attention_impl.h"
-#include "kernels/attention_transpose16.h"
+#include "kernels/attention_avx512_common.h"
 #include "kernels/matmul_avx512.h"
-#include "kernels/ops_simd.h"
 
 namespace moe::attn {
 namespace {
@@ -45,18 +44,7 @@ MOE_AVX512_INLINE void dot_tile(const float* const* q, const float* const* k, in
       for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_fmadd_ps(qv, kv[j], acc[r][j]);
     }
   }
-  // Reduced 8 at a time; unused slots are zero and do not change the others.
-  constexpr int kPairs = RB * NP;
-  for (int e0 = 0; e0 < kPairs; e0 += 8) {
-    __m256 flat[8];
-    for (int e = 0; e < 8; ++e) {
-      const int i = e0 + e;
-      flat[e] = i < kPairs ? fold(acc[i / NP][i % NP]) : _mm256_setzero_ps();
-    }
-    alignas(32) float sums[8];
-    _mm256_store_ps(sums, _mm256_mul_ps(simd::hsum8(flat), _mm256_set1_ps(scale)));
-    for (int e = 0; e < 8 && e0 + e < kPairs; ++e) s[((e0 + e) / NP) * kChunk + (e0 + e) % NP] = sums[e];
-  }
+  store_scores<RB, NP>(acc, scale, s);
 }
 
 template <int NP>

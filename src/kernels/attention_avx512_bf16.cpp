@@ -22,10 +22,9 @@
 
 #include "core/fp16.h"
 #include "kernels/attention_impl.h"
-#include "kernels/attention_transpose16.h"
-#include "kernels/ops_simd.h"
+#include "kernels/attention_avx512_common.h"
 
-// The AVX-512 set of the other kernels (attention_transpose16.h inlines into these) plus BF16.
+// The AVX-512 set of the other kernels (attention_avx512_common.h inlines into these) plus BF16.
 #define MOE_BF16_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c"
 #define MOE_BF16 __attribute__((target(MOE_BF16_TARGET)))
 #define MOE_BF16_INLINE __attribute__((target(MOE_BF16_TARGET), always_inline)) inline
@@ -103,18 +102,7 @@ MOE_BF16_INLINE void dot_tile(const uint16_t* const* q, const uint16_t* const* k
       for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], __m512bh(qv), __m512bh(kv[j]));
     }
   }
-  // Reduced 8 at a time; unused slots are zero and do not change the others.
-  constexpr int kPairs = RB * NP;
-  for (int e0 = 0; e0 < kPairs; e0 += 8) {
-    __m256 flat[8];
-    for (int e = 0; e < 8; ++e) {
-      const int i = e0 + e;
-      flat[e] = i < kPairs ? fold(acc[i / NP][i % NP]) : _mm256_setzero_ps();
-    }
-    alignas(32) float sums[8];
-    _mm256_store_ps(sums, _mm256_mul_ps(simd::hsum8(flat), _mm256_set1_ps(scale)));
-    for (int e = 0; e < 8 && e0 + e < kPairs; ++e) s[((e0 + e) / NP) * kChunk + (e0 + e) % NP] = sums[e];
-  }
+  store_scores<RB, NP>(acc, scale, s);
 }
 
 template <int NP>

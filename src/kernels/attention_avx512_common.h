@@ -1,8 +1,10 @@
 #pragma once
-// Register shuffles the AVX-512 attention kernels (f32 and bf16) share: the 16x16
-// transpose that turns lanes-as-rows results back into rows, and the fold of a vector's
-// halves before horizontal sums. Only for files compiled for AVX-512.
+// What the AVX-512 attention kernels (f32 and bf16) share: the 16x16 register transpose
+// that turns lanes-as-rows results back into rows, and the horizontal sums of a block of
+// row-by-key accumulators. Only for files compiled for AVX-512.
+#include "kernels/attention_impl.h"
 #include "kernels/matmul_avx512.h"
+#include "kernels/ops_simd.h"
 
 namespace moe::attn {
 
@@ -35,6 +37,23 @@ MOE_AVX512_INLINE void transpose16(__m512 v[16]) {
   for (int c = 0; c < 8; ++c) {
     v[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
     v[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+  }
+}
+
+// s[r * kChunk + j] = scale * (the lanes of acc[r][j] summed), reduced 8 sums at a time;
+// unused slots are zero and do not change the others.
+template <int RB, int NP>
+MOE_AVX512_INLINE void store_scores(const __m512 (&acc)[RB][NP], float scale, float* s) {
+  constexpr int kPairs = RB * NP;
+  for (int e0 = 0; e0 < kPairs; e0 += 8) {
+    __m256 flat[8];
+    for (int e = 0; e < 8; ++e) {
+      const int i = e0 + e;
+      flat[e] = i < kPairs ? fold(acc[i / NP][i % NP]) : _mm256_setzero_ps();
+    }
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, _mm256_mul_ps(simd::hsum8(flat), _mm256_set1_ps(scale)));
+    for (int e = 0; e < 8 && e0 + e < kPairs; ++e) s[((e0 + e) / NP) * kChunk + (e0 + e) % NP] = sums[e];
   }
 }
 

@@ -11,11 +11,14 @@
 #    THREADS/2 (each instance of 1P1D), each twice: pp 128 / tg TG / --batch BATCHES at
 #    --batch-context 128, and pp 512 / tg TG / --batch BATCHES at --batch-context 512;
 #    `bench kv-transfer` for the KV link; `moengine sim calibrate` fits one profile per
-#    thread count into OUT_DIR/profiles/hardware/{cpu-local,cpu-local-half}.yaml.
+#    thread count into OUT_DIR/profiles/hardware/{cpu-local,cpu-local-half}.yaml, with the
+#    engine's wake time (overhead.wake_us) from the mean queue time of WAKE_PROMPTS short
+#    requests (16 + 4 tokens) sent one at a time to a fresh `moengine serve`.
 # 2. Measurement: `moengine serve` (the defaults: 2048 batched tokens, 64 sequences, 1 GiB
 #    of KV in blocks of 16) on MODEL with THREADS threads, sent NUM_PROMPTS = max(PROMPTS_PER_C
 #    x c, MIN_PROMPTS) random requests of INPUT_LEN prompt token ids (below the model's
-#    vocabulary size) and OUTPUT_LEN output tokens (ignore_eos, greedy, streamed), c at a
+#    vocabulary size) and OUTPUT_LEN output tokens, each drawn uniformly within RANGE_RATIO
+#    of its length (bench serve --random-range-ratio; ignore_eos, greedy, streamed), c at a
 #    time, for each c of CONCURRENCY; then 1P1D: a prefill and a decode instance of
 #    THREADS/2 threads each, KV over KV_TRANSPORT, behind `moengine proxy`, at
 #    PD_CONCURRENCY. Each server is started fresh and stopped after its run.
@@ -28,9 +31,11 @@
 # exits 1 when any error exceeds TOLERANCE percent (all rows are printed first).
 #
 # env: MODEL (models/mid-q8_0.gguf, generated when missing), CALIB_MODEL (MODEL),
-#      INPUT_LEN (256), OUTPUT_LEN (64), CONCURRENCY ("1 4 16"), PD_CONCURRENCY (4; "" skips
+#      INPUT_LEN (256), OUTPUT_LEN (64), RANGE_RATIO (0.25; 0 gives every request the same
+#      lengths, whose closed loops lock into phases: docs/simulator.md),
+#      CONCURRENCY ("1 4 16"), PD_CONCURRENCY (4; "" skips
 #      1P1D), PROMPTS_PER_C (8), MIN_PROMPTS (8), THREADS (the cores: nproc), TG (64),
-#      BATCHES (1,4,16), KV_TRANSPORT (ucx), TOLERANCE (15), MOENGINE (build/moengine),
+#      BATCHES (1,4,16), WAKE_PROMPTS (32), KV_TRANSPORT (ucx), TOLERANCE (15), MOENGINE (build/moengine),
 #      READY_TIMEOUT (600 s for a server to load the model).
 # Servers listen on ports the OS picks (--port 0), on 127.0.0.1.
 set -euo pipefail
@@ -40,12 +45,14 @@ MODEL=${MODEL:-$ROOT/models/mid-q8_0.gguf}
 CALIB_MODEL=${CALIB_MODEL:-$MODEL}
 INPUT_LEN=${INPUT_LEN:-256}
 OUTPUT_LEN=${OUTPUT_LEN:-64}
+RANGE_RATIO=${RANGE_RATIO:-0.25}
 CONCURRENCY=${CONCURRENCY:-"1 4 16"}
 PD_CONCURRENCY=${PD_CONCURRENCY-4}
 PROMPTS_PER_C=${PROMPTS_PER_C:-8}
 MIN_PROMPTS=${MIN_PROMPTS:-8}
 THREADS=${THREADS:-$(nproc)}
 TG=${TG:-64}
+WAKE_PROMPTS=${WAKE_PROMPTS:-32}
 BATCHES=${BATCHES:-1,4,16}
 KV_TRANSPORT=${KV_TRANSPORT:-ucx}
 TOLERANCE=${TOLERANCE:-15}
@@ -119,6 +126,19 @@ url_of() {
 field() { node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(eval(process.argv[2]))' "$1" "$2"; }
 
 # 1. Calibration -------------------------------------------------------------------------
+# wake THREADS: how long an idle engine takes to start a step for a request, from the queue
+# time of WAKE_PROMPTS short requests sent one at a time (not the workload checked below).
+wake() {
+  local logf=$OUT_DIR/calibration/wake-t$1.log url
+  log "calibration: engine wake time, $1 threads, $WAKE_PROMPTS requests of 16 + 4 tokens one at a time"
+  start "$logf" "$MOENGINE" serve --model "$CALIB_MODEL" --served-model-name bench --host 127.0.0.1 --port 0 --threads "$1"
+  url=$(url_of "$logf")
+  "$MOENGINE" bench serve --base-url "$url" --endpoint /v1/completions --dataset random --input-len 16 --output-len 4 \
+    --ignore-eos --temperature 0 --num-prompts "$WAKE_PROMPTS" --max-concurrency 1 --request-rate inf --seed 2 \
+    --tokenizer "$CALIB_MODEL" >"$OUT_DIR/calibration/wake-t$1.txt"
+  curl -sf "$url/metrics" >"$OUT_DIR/calibration/wake-t$1.metrics"
+  stop_all
+}
 calibrate() {
   local name=$1 threads=$2 f benches=()
   for ctx in 128 512; do
@@ -128,8 +148,10 @@ calibrate() {
       --batch "$BATCHES" --batch-context "$ctx" --json >"$f" 2>"$OUT_DIR/calibration/bench-model-t$threads-c$ctx.log"
     benches+=(--bench "$f")
   done
+  wake "$threads"
   "$MOENGINE" sim calibrate --model "$CALIB_MODEL" "${benches[@]}" --kv-transfer "$OUT_DIR/calibration/kv-transfer.json" \
-    --kv-method "$KV_TRANSPORT" --name "$name" --out "$OUT_DIR/profiles/hardware/$name.yaml" \
+    --kv-method "$KV_TRANSPORT" --wake-metrics "$OUT_DIR/calibration/wake-t$threads.metrics" \
+    --name "$name" --out "$OUT_DIR/profiles/hardware/$name.yaml" \
     >"$OUT_DIR/calibration/$name.txt"
   cat "$OUT_DIR/calibration/$name.txt" >&2
 }
@@ -149,7 +171,7 @@ n_prompts() { local n=$((PROMPTS_PER_C * $1)); [ "$n" -ge "$MIN_PROMPTS" ] || n=
 bench() {
   log "measure $1: $4 requests of $INPUT_LEN + $OUTPUT_LEN tokens, $3 at a time"
   "$MOENGINE" bench serve --base-url "$2" --endpoint /v1/completions --dataset random --input-len "$INPUT_LEN" \
-    --output-len "$OUTPUT_LEN" --ignore-eos --temperature 0 --num-prompts "$4" --max-concurrency "$3" --request-rate inf \
+    --output-len "$OUTPUT_LEN" --random-range-ratio "$RANGE_RATIO" --ignore-eos --temperature 0 --num-prompts "$4" --max-concurrency "$3" --request-rate inf \
     --seed 1 --tokenizer "$MODEL" --save-detailed --result-file "$OUT_DIR/serve/$1.json" >"$OUT_DIR/serve/$1.txt"
   local done_n
   done_n=$(field "$OUT_DIR/serve/$1.json" 'r.completed')
@@ -180,6 +202,14 @@ if [ -n "$PD_CONCURRENCY" ]; then
 fi
 
 # 3. Prediction --------------------------------------------------------------------------
+# lengths LEN: bench serve's draw for LEN at RANGE_RATIO as a sim length distribution.
+lengths() {
+  awk -v n="$1" -v r="$RANGE_RATIO" 'function floor(x) { return x == int(x) ? x : (x < 0 ? int(x) - 1 : int(x)) }
+    function ceil(x) { return -floor(-x) }
+    BEGIN { if (r == 0) { printf "{fixed: %d}", n; exit }
+            lo = floor(n * (1 - r)); if (lo < 1) lo = 1; hi = ceil(n * (1 + r)); if (hi < lo) hi = lo
+            printf "{uniform: [%d, %d]}", lo, hi }'
+}
 pool="{instances: 1, devices: 1, max_batched_tokens: $MAX_BATCHED_TOKENS, max_sequences_per_device: $MAX_NUM_SEQS, kv_cache_gib: $KV_GIB, block_size: $BLOCK_SIZE}"
 for entry in "${CASES[@]}"; do
   IFS=: read -r name c n <<<"$entry"
@@ -211,8 +241,8 @@ deployment:
 $deployment
 workload:
   arrival: {closed: {clients: $c, think_s: $think}}
-  prompt_tokens: {fixed: $INPUT_LEN}
-  output_tokens: {fixed: $OUTPUT_LEN}
+  prompt_tokens: $(lengths "$INPUT_LEN")
+  output_tokens: $(lengths "$OUTPUT_LEN")
   requests: $n
 EOF
   MOENGINE_SIM_PROFILES=$OUT_DIR/profiles "$MOENGINE" sim --config "$cfg" --json "$OUT_DIR/sim/$name.json" >"$OUT_DIR/sim/$name.txt"
@@ -222,7 +252,7 @@ done
 status=0
 {
   echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; model $(basename "$MODEL")" \
-    "(calibrated on $(basename "$CALIB_MODEL")); $INPUT_LEN + $OUTPUT_LEN tokens; unified on $THREADS threads, 1P1D on $HALF + $HALF"
+    "(calibrated on $(basename "$CALIB_MODEL")); $INPUT_LEN + $OUTPUT_LEN tokens (range ratio $RANGE_RATIO); unified on $THREADS threads, 1P1D on $HALF + $HALF"
   echo
   echo "| case | metric | measured | predicted | error |"
   echo "| --- | --- | --- | --- | --- |"

@@ -23,6 +23,7 @@ struct CalibrateArgs {
   std::vector<std::string> bench;
   std::string kv_transfer;
   std::string kv_method = "ucx";
+  std::string wake_metrics;
   std::string out;
   std::string name;
   bool print_precision = false;
@@ -64,6 +65,13 @@ void run(const CalibrateArgs& a) {
   in.date = utc_now();
   for (const std::string& b : a.bench) in.runs.push_back(sim::parse_bench_model(b, read_json(b)));
   if (!a.kv_transfer.empty()) in.kv_link = sim::fit_kv_transfer(a.kv_transfer, read_json(a.kv_transfer), a.kv_method);
+  if (!a.wake_metrics.empty()) {
+    std::ifstream m(a.wake_metrics);
+    if (!m) fail("{}: cannot read", a.wake_metrics);
+    std::stringstream text;
+    text << m.rdbuf();
+    in.wake = sim::fit_wake(a.wake_metrics, text.str());
+  }
 
   const sim::Calibration c = sim::calibrate(in);
   const sim::Hardware& h = c.hardware;
@@ -77,12 +85,12 @@ void run(const CalibrateArgs& a) {
       "model {} (weights {}, activations {}, KV {}); {} evaluations, rms log error {:.1f}%\n"
       "{} GEMMs {:.1f} GOP/s ({:.0f} peak x {:.3f}); f32 attention {:.1f} GFLOP/s ({:.0f} peak x {:.3f})\n"
       "memory {:.1f} GB/s x {:.3f} (weights), x {:.3f} (attention KV reads)\n"
-      "overhead {:.2f} us per layer, {:.1f} us per step; KV link {:.2f} GB/s + {:.1f} us\n",
+      "overhead {:.2f} us per layer, {:.1f} us per step, {:.1f} us to wake; KV link {:.2f} GB/s + {:.1f} us\n",
       h.name, h.description, in.model.name, in.precision.weights, in.precision.activations, in.precision.kv_cache, c.evaluations,
       100 * c.rms_log_error, gemm, h.flops.at(gemm) * h.efficiency.gemm / 1e9, h.flops.at(gemm) / 1e9, h.efficiency.gemm,
       h.flops.at("f32") * h.efficiency.attention_compute / 1e9, h.flops.at("f32") / 1e9, h.efficiency.attention_compute,
       h.mem_bw / 1e9, h.efficiency.memory, h.efficiency.attention_memory, h.layer_overhead_s * 1e6, h.step_overhead_s * 1e6,
-      h.scale_up.bw / 1e9, h.scale_up.latency_s * 1e6);
+      h.wake_s * 1e6, h.scale_up.bw / 1e9, h.scale_up.latency_s * 1e6);
   std::fputs((figures + table).c_str(), stdout);
   if (!a.out.empty()) {
     if (fs::path(a.out).has_parent_path()) fs::create_directories(fs::path(a.out).parent_path());
@@ -113,6 +121,9 @@ CLI::App* register_sim_calibrate(CLI::App& sim) {
   cmd->add_option("--bench", args->bench, "A `bench model --json` result (repeat for more)");
   cmd->add_option("--kv-transfer", args->kv_transfer, "A `bench kv-transfer --json` result: the KV link between instances");
   cmd->add_option("--kv-method", args->kv_method, "Its transport: ucx or tcp (the 'blocks' rows where there are)")->capture_default_str();
+  cmd->add_option("--wake-metrics", args->wake_metrics,
+                  "A `moengine serve` /metrics page taken after requests sent one at a time: its mean queue time is "
+                  "overhead.wake_us, how long an idle engine takes to start a step for new work");
   cmd->add_option("--out", args->out, "Write the profile here (configs/sim/hardware/NAME.yaml)");
   cmd->add_option("--name", args->name, "The profile's name (default: --out's file name)");
   cmd->add_flag("--print-precision", args->print_precision,

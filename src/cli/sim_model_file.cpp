@@ -5,6 +5,7 @@
 #include <map>
 
 #include "checkpoint/hf_config.h"
+#include "kernels/kv_format.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
 
@@ -63,7 +64,7 @@ sim::ModelShape read_model_file(const std::string& kind, const std::string& path
 
 sim::Precision read_model_precision(const std::string& kind, const std::string& path) {
   sim::Precision p;
-  p.kv_cache = "f32";
+  p.kv_cache = kv_dtype_name(kKvDtypeAuto);  // what serve holds its cache in unless told
   if (kind == "gguf") {
     const GgufFile file(path);
     // Elements per type over the 2-D weight matrices (norms, biases and routers are small).

@@ -104,12 +104,12 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
     const Json body = parse_json_body(ex.request().body());
     if (api == Api::kChat) {
       ChatRequest chat = parse_chat_request(body);
-      check_model(chat.gen.model);
+      if (chat.gen.model) check_model(*chat.gen.model);
       p.prompt = prompter_.encode_chat(chat, chat.add_special_tokens);
       p.gen = std::move(chat.gen);
     } else {
       CompletionRequest completion = parse_completion_request(body);
-      check_model(completion.gen.model);
+      if (completion.gen.model) check_model(*completion.gen.model);
       p.prompt = prompter_.completion_prompt(completion);
       if (completion.gen.echo) {
         p.echo_text = completion.prompt_text ? *completion.prompt_text

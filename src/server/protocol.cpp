@@ -14,7 +14,7 @@ namespace {
 // Fields read with their types checked; values are checked in a second pass, so a request
 // with a mistyped field is a 422 whatever else it gets wrong.
 struct RawGeneration {
-  std::string model;
+  std::optional<std::string> model;
   std::string max_tokens_param = "max_tokens";
   std::optional<int64_t> max_tokens, n, best_of, top_k, seed, priority, logprobs_n, top_logprobs;
   std::optional<double> temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
@@ -29,7 +29,7 @@ struct RawGeneration {
 };
 
 void read_common(const FieldReader& f, RawGeneration& r) {
-  r.model = f.required_string("model");
+  r.model = f.string("model");
   r.n = f.integer("n");
   r.best_of = f.integer("best_of");
   r.temperature = f.number("temperature");

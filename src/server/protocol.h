@@ -17,7 +17,7 @@ namespace moe::server {
 
 // What completions and chat share: sampling, stop conditions, streaming.
 struct GenerationFields {
-  std::string model;
+  std::optional<std::string> model;  // none: the served model, as vLLM and llama-server answer
   std::optional<int64_t> max_tokens;  // none: the room left in the context
   std::string max_tokens_param = "max_tokens";  // or "max_completion_tokens", for errors
   GenerateParams params;              // params.max_tokens is set by fit_to_context

@@ -41,6 +41,9 @@ BenchModelRun parse_bench_model(const std::string& file, const nlohmann::json& j
   r.cpu_features = text_at(j, "cpu");
   r.matmul_backend = text_at(j, "matmul_backend");
   r.attention_backend = text_at(j, "attention_backend");
+  // Runs from before the KV dtypes held their cache in f32; the simulator spells fp8_e4m3 fp8.
+  r.kv_cache = j.contains("kv_cache_dtype") ? text_at(j, "kv_cache_dtype") : "f32";
+  if (r.kv_cache == "fp8_e4m3") r.kv_cache = "fp8";
   r.memory_bandwidth = number_at(file, j, "memory_bandwidth_gbps") * kGB;
   if (j.contains("step_weights_bandwidth_gbps")) r.step_weights_bandwidth = number_at(file, j, "step_weights_bandwidth_gbps") * kGB;
   const int64_t pp = int64_t(number_at(file, j, "pp")), tg = int64_t(number_at(file, j, "tg"));
@@ -109,6 +112,31 @@ LinkFit fit_kv_transfer(const std::string& file, const nlohmann::json& rows, con
                          "relative error): {:.2f} GB/s, {:.1f} us",
                          file, chosen, fmt::join(sizes, ", "), f.link.bw / kGB, latency * 1e6);
   return f;
+}
+
+WakeFit fit_wake(const std::string& file, const std::string& metrics_text) {
+  // Lines "NAME[{labels}] VALUE"; the serve page has one series per histogram.
+  auto value = [&](const std::string& name) -> std::optional<double> {
+    std::istringstream lines(metrics_text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(name, 0) != 0 || line.size() == name.size() || (line[name.size()] != ' ' && line[name.size()] != '{')) continue;
+      const size_t sp = line.rfind(' ');
+      try {
+        return std::stod(line.substr(sp + 1));
+      } catch (const std::exception&) {
+        fail("{}: {} has no number: {}", file, name, line);
+      }
+    }
+    return std::nullopt;
+  };
+  const std::string name = "moengine:request_queue_time_seconds";
+  const std::optional<double> sum = value(name + "_sum"), n = value(name + "_count");
+  if (!sum || !n) fail("{}: no {} histogram (a `moengine serve` /metrics page is needed)", file, name);
+  if (*n < 1) fail("{}: {} counted no request", file, name);
+  WakeFit w;
+  w.wake_s = *sum / *n;
+  w.source = fmt::format("mean {} of {} requests, one at a time, in {}", name, int64_t(*n), file);
+  return w;
 }
 
 Link default_kv_link() {
@@ -334,7 +362,14 @@ Calibration calibrate(const CalibrationInput& in) {
   // eff.attention_memory, log layer_us, log step_us.
   const std::vector<double> lo = {std::log(1e9), std::log(1e8), std::log(0.02), std::log(0.02), std::log(0.01), std::log(0.01)};
   const std::vector<double> hi = {std::log(2 * gemm_peak), std::log(2 * peaks.f32), 0, 0, std::log(5000), std::log(1e5)};
-  Predictor pred(in.model, in.precision, hw);
+  // Step times are predicted at the KV dtype the runs held their cache in.
+  Precision precision = in.precision;
+  precision.kv_cache = in.runs[0].kv_cache;
+  for (const BenchModelRun& r : in.runs)
+    if (r.kv_cache != precision.kv_cache)
+      fail("calibrate: {} held its KV cache in {}, {} in {}: give runs of one --kv-cache-dtype", in.runs[0].file,
+           precision.kv_cache, r.file, r.kv_cache);
+  Predictor pred(in.model, precision, hw);
   auto apply = [&](const std::vector<double>& x, Hardware& h) {
     const double gemm = std::exp(x[0]), attention = std::exp(x[1]);
     // A peak the fit finds exceeded is raised to what was reached (efficiency 1).
@@ -404,6 +439,8 @@ Calibration calibrate(const CalibrationInput& in) {
   for (const char* key : {"efficiency.gemm", "efficiency.memory", "efficiency.attention_compute", "efficiency.attention_memory",
                           "overhead.layer_us", "overhead.step_us"})
     h.sources[key] = fitted;
+  h.wake_s = in.wake ? in.wake->wake_s : 0;
+  h.sources["overhead.wake_us"] = in.wake ? in.wake->source : "0: not measured (no --wake-metrics given)";
   return out;
 }
 
@@ -434,7 +471,8 @@ std::string hardware_yaml(const Calibration& c, const std::string& comment) {
   y += fmt::format("  gemm: {}\n  memory: {}\n  attention_compute: {}\n  attention_memory: {}\n  scale_up: {}\n  scale_out: {}\n",
                    eff(h.efficiency.gemm), eff(h.efficiency.memory), eff(h.efficiency.attention_compute),
                    eff(h.efficiency.attention_memory), eff(h.efficiency.scale_up), eff(h.efficiency.scale_out));
-  y += fmt::format("overhead:\n  layer_us: {:.3f}\n  step_us: {:.2f}\n", h.layer_overhead_s * 1e6, h.step_overhead_s * 1e6);
+  y += fmt::format("overhead:\n  layer_us: {:.3f}\n  step_us: {:.2f}\n  wake_us: {:.1f}\n", h.layer_overhead_s * 1e6,
+                   h.step_overhead_s * 1e6, h.wake_s * 1e6);
   y += "sources:\n";
   for (const auto& [k, v] : h.sources) y += fmt::format("  {}: {}\n", k, quote(v));
   return y;

@@ -43,6 +43,7 @@ struct BenchModelRun {
   int32_t threads = 0;
   int32_t reps = 0;
   std::string cpu_features, matmul_backend, attention_backend;
+  std::string kv_cache = "f32";       // the KV dtype the runs held their cache in (simulator's name)
   double memory_bandwidth = 0;        // bytes/s, the 1 GiB buffer, mean beside the tg runs
   double step_weights_bandwidth = 0;  // bytes/s, the weights decode steps read (0: not measured)
   std::vector<BenchMeasurement> measurements;
@@ -60,6 +61,16 @@ struct LinkFit {
 };
 LinkFit fit_kv_transfer(const std::string& file, const nlohmann::json& rows, const std::string& method);
 
+// How long an idle engine takes from a request's submission to its first step: the mean of
+// request_queue_time_seconds in a `moengine serve` /metrics page (Prometheus text) taken
+// after requests sent one at a time. Throws moe::Error naming `file` when the page has no
+// such histogram or it counted no request.
+struct WakeFit {
+  double wake_s = 0;
+  std::string source;
+};
+WakeFit fit_wake(const std::string& file, const std::string& metrics_text);
+
 struct CpuInfo {
   std::string model;  // /proc/cpuinfo "model name"
   double mhz = 0;     // "cpu MHz"
@@ -74,6 +85,7 @@ struct CalibrationInput {
   Precision precision;
   std::vector<BenchModelRun> runs;  // all with the same thread count: one device
   std::optional<LinkFit> kv_link;   // none: the default below
+  std::optional<WakeFit> wake;      // none: 0
   CpuInfo cpu;
   std::string date;  // of the calibration, for the sources
 };

@@ -127,9 +127,10 @@ Hardware read_hardware(const std::string& file, const YAML::Node& node, const st
                                fraction(e, "attention_memory"), fraction(e, "scale_up"), fraction(e, "scale_out")};
   }
   {
-    const MapReader o(file, r.get("overhead"), r.field("overhead"), {"layer_us", "step_us"});
+    const MapReader o(file, r.get("overhead"), r.field("overhead"), {"layer_us", "step_us", "wake_us"});
     hw.layer_overhead_s = o.number("layer_us", 0, -1e-300) * 1e-6;
     hw.step_overhead_s = o.number("step_us", 0, -1e-300) * 1e-6;
+    hw.wake_s = o.number("wake_us", 0, -1e-300) * 1e-6;
   }
   if (r.has("sources")) {
     const YAML::Node s = r.get("sources");

@@ -37,6 +37,7 @@ struct Hardware {
   Efficiency efficiency;
   double layer_overhead_s = 0;  // per transformer layer per step: launches, synchronisation
   double step_overhead_s = 0;   // per engine step: scheduling, sampling, output
+  double wake_s = 0;            // from new work at an idle instance to its step's start
   std::map<std::string, std::string> sources;
 
   // Throws moe::Error naming the profile when it has no figure for `type`.

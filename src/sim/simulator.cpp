@@ -19,7 +19,7 @@ namespace moe::sim {
 
 namespace {
 
-enum class EventKind { arrival, prefill_step, decode_step, transfer_done };
+enum class EventKind { arrival, prefill_wake, prefill_step, decode_wake, decode_step, transfer_done };
 
 struct Event {
   double t;
@@ -58,6 +58,8 @@ class Simulation {
       }
     }
     kv_seq_.assign(front_views_.size(), 0);
+    wake_s_ = c.hardware.wake_s;
+    front_waking_.assign(front_.size(), false);
     if (!unified_) {
       const PoolConfig& dp = *d.decode;
       const int64_t tokens = int64_t(dp.attention_dp) * dp.max_sequences_per_rank() / 2 * (1 + d.mtp.draft_tokens);
@@ -74,6 +76,7 @@ class Simulation {
         }
       }
     }
+    decode_waking_.assign(decode_.size(), false);
     prefill_state_.rng = decode_state_.rng = c.workload.seed;
     if (shared_prefix_) {
       for (int32_t g = 0; g < c.workload.prefix_groups; ++g) {
@@ -103,8 +106,16 @@ class Simulation {
           arrive(e.request);
           if (!workload_.closed_loop()) schedule_next_arrival();
           break;
+        case EventKind::prefill_wake:
+          front_waking_[size_t(e.target)] = false;
+          start_front(e.target);
+          break;
         case EventKind::prefill_step:
           prefill_step_done(e.target);
+          break;
+        case EventKind::decode_wake:
+          decode_waking_[size_t(e.target)] = false;
+          start_decode(e.target);
           break;
         case EventKind::decode_step:
           decode_step_done(e.target);
@@ -310,13 +321,31 @@ class Simulation {
     }
   }
 
+  // New work for an instance. One that is stepping takes it into its next step; an idle
+  // one wakes after the profile's wake time and gathers what arrives until then, as a
+  // woken engine does (on a busy host that is when the burst's HTTP work is done).
   void kick_front(int32_t instance) {
+    if (front_[size_t(instance)]->stepping() || front_waking_[size_t(instance)]) return;
+    if (wake_s_ <= 0) return start_front(instance);
+    front_waking_[size_t(instance)] = true;
+    push(now_ + wake_s_, EventKind::prefill_wake, instance, 0);
+  }
+
+  void kick_decode(int32_t instance) {
+    if (decode_[size_t(instance)]->stepping() || decode_waking_[size_t(instance)]) return;
+    if (wake_s_ <= 0) return start_decode(instance);
+    decode_waking_[size_t(instance)] = true;
+    push(now_ + wake_s_, EventKind::decode_wake, instance, 0);
+  }
+
+  // A step that ends goes straight on to the next one while there is work, with no wake.
+  void start_front(int32_t instance) {
     SchedulerInstance& inst = *front_[size_t(instance)];
     if (inst.stepping()) return;
     if (const std::optional<double> t = inst.start_step(requests_, now_)) push(now_ + *t, EventKind::prefill_step, instance, 0);
   }
 
-  void kick_decode(int32_t instance) {
+  void start_decode(int32_t instance) {
     DecodeInstance& inst = *decode_[size_t(instance)];
     if (inst.stepping()) return;
     if (const std::optional<double> t = inst.start_step(requests_, now_)) push(now_ + *t, EventKind::decode_step, instance, 0);
@@ -344,7 +373,7 @@ class Simulation {
       for (int64_t id : ev.first_tokens) decode_queue_.push_back(id);
       route_decodes();
     }
-    kick_front(instance);
+    start_front(instance);
     route_prefills();
   }
 
@@ -368,7 +397,7 @@ class Simulation {
     if (in_window()) decode_output_ += tokens;
     for (int64_t id : finished) ended(requests_[size_t(id)]);
     start_pulls(instance);
-    kick_decode(instance);
+    start_decode(instance);
     route_decodes();
   }
 
@@ -426,6 +455,8 @@ class Simulation {
   std::unique_ptr<CostModel> front_cost_, decode_cost_;
   std::vector<std::unique_ptr<SchedulerInstance>> front_;
   std::vector<std::unique_ptr<DecodeInstance>> decode_;
+  double wake_s_ = 0;
+  std::vector<bool> front_waking_, decode_waking_;
   std::vector<routing::InstanceView> front_views_, decode_views_;
   routing::PolicyConfig policy_config_;
   routing::RoutingState prefill_state_, decode_state_;

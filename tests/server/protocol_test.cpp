@@ -74,16 +74,22 @@ TEST(Protocol, BodyThatIsNotAnObjectIs422) {
 }
 
 TEST(Protocol, MissingRequiredFieldsAre422) {
-  expect_error([] { parse_completion_request(parse_json_body(R"({"prompt": "x"})")); },
-               {422, "missing_required_parameter", "model", "\"model\" is required"});
   expect_error([] { parse_completion_request(parse_json_body(R"({"model": "m"})")); },
                {422, "missing_required_parameter", "prompt", "\"prompt\" is required"});
   expect_error([] { parse_chat_request(parse_json_body(R"({"model": "m"})")); },
                {422, "missing_required_parameter", "messages", "\"messages\" is required"});
   bad_chat(R"(, "messages": [{"content": "x"}])", {422, "missing_required_parameter", "messages[0].role", "\"messages[0].role\" is required"});
   // null is "not set", so a required field set to null is missing.
-  expect_error([] { parse_completion_request(parse_json_body(R"({"model": null, "prompt": "x"})")); },
-               {422, "missing_required_parameter", "model", "\"model\" is required"});
+  expect_error([] { parse_completion_request(parse_json_body(R"({"model": "m", "prompt": null})")); },
+               {422, "missing_required_parameter", "prompt", "\"prompt\" is required"});
+}
+
+TEST(Protocol, ModelMayBeLeftOut) {
+  // Clients that send no model (or null) get the served one, as from vLLM and llama-server.
+  EXPECT_FALSE(parse_completion_request(parse_json_body(R"({"prompt": "x"})")).gen.model);
+  EXPECT_FALSE(parse_completion_request(parse_json_body(R"({"model": null, "prompt": "x"})")).gen.model);
+  EXPECT_FALSE(parse_chat_request(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}]})")).gen.model);
+  EXPECT_EQ(*parse_completion_request(parse_json_body(R"({"model": "m", "prompt": "x"})")).gen.model, "m");
 }
 
 TEST(Protocol, WrongTypesAre422) {

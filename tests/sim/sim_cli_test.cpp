@@ -101,7 +101,7 @@ TEST_F(SimCli, CalibratesAProfileFromBenchModelThatSimReads) {
   r = moe::testing::run_moengine("sim calibrate --model " + model + " --print-precision");
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string precision = r.out.substr(0, r.out.find('\n'));
-  EXPECT_EQ(precision, "{weights: f32, activations: f32, kv_cache: f32}");
+  EXPECT_EQ(precision, "{weights: f32, activations: f32, kv_cache: bf16}");
   const std::string config = write("cpu.yaml", "hardware: cpu-test\nmodel: {gguf: tiny.gguf}\nprecision: " + precision +
                                                    "\ndeployment:\n  unified: {instances: 1, devices: 1, kv_cache_gib: 1}\n"
                                                    "workload:\n  arrival: {closed: 2}\n  prompt_tokens: {fixed: 32}\n"

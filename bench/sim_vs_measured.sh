@@ -23,7 +23,8 @@
 #    THREADS/2 threads each, KV over KV_TRANSPORT, behind `moengine proxy`, at
 #    PD_CONCURRENCY. Each server is started fresh and stopped after its run.
 # 3. Prediction: for each case a sim config with the same deployment settings and a closed
-#    loop of c clients sending the same number of requests of the same lengths, pausing
+#    loop of c clients sending the measured requests' lengths in the order bench serve sent
+#    them (lengths_from: its result file), pausing
 #    between requests as long as bench serve's clients were measured to (tens of us: enough
 #    to break the ties of requests answered in the same step, as they break in the server);
 #    `moengine sim --json`.
@@ -202,14 +203,6 @@ if [ -n "$PD_CONCURRENCY" ]; then
 fi
 
 # 3. Prediction --------------------------------------------------------------------------
-# lengths LEN: bench serve's draw for LEN at RANGE_RATIO as a sim length distribution.
-lengths() {
-  awk -v n="$1" -v r="$RANGE_RATIO" 'function floor(x) { return x == int(x) ? x : (x < 0 ? int(x) - 1 : int(x)) }
-    function ceil(x) { return -floor(-x) }
-    BEGIN { if (r == 0) { printf "{fixed: %d}", n; exit }
-            lo = floor(n * (1 - r)); if (lo < 1) lo = 1; hi = ceil(n * (1 + r)); if (hi < lo) hi = lo
-            printf "{uniform: [%d, %d]}", lo, hi }'
-}
 pool="{instances: 1, devices: 1, max_batched_tokens: $MAX_BATCHED_TOKENS, max_sequences_per_device: $MAX_NUM_SEQS, kv_cache_gib: $KV_GIB, block_size: $BLOCK_SIZE}"
 for entry in "${CASES[@]}"; do
   IFS=: read -r name c n <<<"$entry"
@@ -240,10 +233,7 @@ precision: $PRECISION
 deployment:
 $deployment
 workload:
-  arrival: {closed: {clients: $c, think_s: $think}}
-  prompt_tokens: $(lengths "$INPUT_LEN")
-  output_tokens: $(lengths "$OUTPUT_LEN")
-  requests: $n
+  arrival: {closed: {clients: $c, think_s: $think, lengths_from: $OUT_DIR/serve/$name.json}}
 EOF
   MOENGINE_SIM_PROFILES=$OUT_DIR/profiles "$MOENGINE" sim --config "$cfg" --json "$OUT_DIR/sim/$name.json" >"$OUT_DIR/sim/$name.txt"
 done

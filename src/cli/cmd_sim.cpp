@@ -23,7 +23,7 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 std::vector<sim::TracedRequest> trace_of(const sim::SimConfig& c) {
-  if (c.workload.arrival.kind != sim::Arrival::Kind::trace) return {};
+  if (c.workload.arrival.trace_file.empty()) return {};
   return sim::read_request_trace(c.workload.arrival.trace_file);
 }
 

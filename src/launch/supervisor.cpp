@@ -383,6 +383,7 @@ class Supervisor {
       fmt::print("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", r[0], width[0], r[1], width[1], r[2], width[2], r[3], width[3], r[4],
                  width[4], r[5]);
     }
+    fmt::print("launch: dashboard on {}/dashboard\n", proxy_.ranks[0].url());
     fmt::print("launch: ready on {}\n", proxy_.ranks[0].url());
     std::fflush(stdout);
   }

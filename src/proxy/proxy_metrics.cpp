@@ -15,7 +15,8 @@ ProxyMetrics::ProxyMetrics()
       prefill_(ttft_.bounds()),
       handoff_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0}),
       e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
-            1920.0, 7680.0}) {}
+            1920.0, 7680.0}),
+      window_(http::Clock::now()) {}
 
 void ProxyMetrics::observe_phases(const RequestTrace& trace) {
   const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
@@ -24,32 +25,44 @@ void ProxyMetrics::observe_phases(const RequestTrace& trace) {
   if (trace.prefill_done_at() && trace.decode_started_at()) {
     handoff_.observe(seconds(*trace.decode_started_at() - *trace.prefill_done_at()));
   }
-  e2e_.observe(seconds(http::Clock::now() - trace.arrived()));
+  const http::Clock::time_point now = http::Clock::now();
+  e2e_.observe(seconds(now - trace.arrived()));
+  window_.finished(now, trace);
 }
 
 void ProxyMetrics::count_request(int status) {
   std::lock_guard lock(mu_);
   ++requests_[status];
+  window_.request(http::Clock::now(), status);
 }
 
 void ProxyMetrics::count_leg_failure(Leg leg) {
   std::lock_guard lock(mu_);
   ++leg_failures_[leg == Leg::kPrefill ? 0 : 1];
+  window_.leg_failure(http::Clock::now(), leg_name(leg));
 }
 
 void ProxyMetrics::count_resume() {
   std::lock_guard lock(mu_);
   ++resumes_;
+  window_.resume(http::Clock::now());
 }
 
 void ProxyMetrics::observe_ttft(double seconds) {
   std::lock_guard lock(mu_);
   ttft_.observe(seconds);
+  window_.ttft(http::Clock::now(), seconds);
 }
 
 void ProxyMetrics::observe_tpot(double seconds) {
   std::lock_guard lock(mu_);
   tpot_.observe(seconds);
+  window_.tpot(http::Clock::now(), seconds);
+}
+
+nlohmann::json ProxyMetrics::window_json() {
+  std::lock_guard lock(mu_);
+  return window_.json(http::Clock::now());
 }
 
 std::string ProxyMetrics::prometheus_text() const {

@@ -1,12 +1,14 @@
 #pragma once
 // The proxy's own Prometheus metrics: requests by the status the client got, the client's
-// time to first token and between tokens as the proxy relays them, and legs that failed.
+// time to first token and between tokens as the proxy relays them, and legs that failed;
+// and, for the dashboard, the same per recent period.
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "core/prometheus.h"
+#include "proxy/metrics_window.h"
 #include "proxy/request_trace.h"
 
 namespace moe::proxy {
@@ -35,6 +37,9 @@ class ProxyMetrics {
   void observe_phases(const RequestTrace& trace);
 
   std::string prometheus_text() const;
+  // The same observations per recent period, and totals equal to the counters above
+  // (MetricsWindow::json), for the dashboard.
+  nlohmann::json window_json();
 
  private:
   mutable std::mutex mu_;
@@ -42,6 +47,7 @@ class ProxyMetrics {
   uint64_t leg_failures_[2] = {0, 0};
   uint64_t resumes_ = 0;
   Histogram ttft_, tpot_, prefill_, handoff_, e2e_;
+  MetricsWindow window_;
 };
 
 }  // namespace moe::proxy

@@ -3,6 +3,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
 
+#include "proxy/dashboard_page.h"
 #include "proxy/request_estimate.h"
 #include "proxy/stream_relay.h"
 
@@ -61,6 +62,8 @@ http::Router ProxyServer::router() {
   r.add(V::get, "/v1/models", [this](http::Exchange& ex) { return models(ex); });
   r.add(V::get, "/health", [this](http::Exchange& ex) { return health(ex); });
   r.add(V::get, "/metrics", [this](http::Exchange& ex) { return metrics(ex); });
+  r.add(V::get, "/dashboard", [this](http::Exchange& ex) { return dashboard(ex); });
+  r.add(V::get, "/dashboard/state", [this](http::Exchange& ex) { return dashboard_state(ex); });
   r.add(V::get, "/admin/instances", [this](http::Exchange& ex) { return admin(ex, "list"); });
   for (const char* action : {"add", "drain", "resume", "remove"}) {
     r.add(V::post, fmt::format("/admin/instances/{}", action), [this, action](http::Exchange& ex) { return admin(ex, action); });
@@ -289,6 +292,27 @@ asio::awaitable<void> ProxyServer::metrics(http::Exchange& ex) {
   write_instance_metrics(out, registry_.snapshot(Clock::now()));
   out.gauge("proxy_queued_requests", "Requests waiting for an instance to take them.", double(dispatch_.queued()));
   res.body() = metrics_.prometheus_text() + out.take();
+  co_await ex.respond(std::move(res));
+}
+
+asio::awaitable<void> ProxyServer::dashboard(http::Exchange& ex) {
+  http::Response res{http::Status::ok, 11};
+  res.set(http::Field::content_type, "text/html; charset=utf-8");
+  res.set(http::Field::cache_control, "no-store");
+  res.body() = std::string(dashboard_page());
+  co_await ex.respond(std::move(res));
+}
+
+asio::awaitable<void> ProxyServer::dashboard_state(http::Exchange& ex) {
+  const Clock::time_point now = Clock::now();
+  Json groups = Json::object();
+  for (const auto& [name, up] : registry_.snapshot(now).groups) groups[name] = up;
+  http::Response res = json_response(Json{{"instances", registry_.describe(now)},
+                                          {"groups", std::move(groups)},
+                                          {"queued_requests", dispatch_.queued()},
+                                          {"routing", scheduler_.decisions_json()},
+                                          {"window", metrics_.window_json()}});
+  res.set(http::Field::cache_control, "no-store");
   co_await ex.respond(std::move(res));
 }
 

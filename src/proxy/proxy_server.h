@@ -8,7 +8,8 @@
 //
 // Routes: POST /v1/completions and /v1/chat/completions, GET /v1/models (a decode-capable
 // instance's), GET /health (the registry's view of every instance), GET /metrics (the
-// proxy's own), and the admin API under /admin (docs/proxy.md).
+// proxy's own), GET /dashboard (a live page) and GET /dashboard/state (its JSON), and the
+// admin API under /admin (docs/proxy.md).
 #include <chrono>
 #include <memory>
 #include <string>
@@ -87,6 +88,8 @@ class ProxyServer {
   asio::awaitable<void> models(http::Exchange& ex);
   asio::awaitable<void> health(http::Exchange& ex);
   asio::awaitable<void> metrics(http::Exchange& ex);
+  asio::awaitable<void> dashboard(http::Exchange& ex);
+  asio::awaitable<void> dashboard_state(http::Exchange& ex);
   asio::awaitable<void> admin(http::Exchange& ex, const std::string& action);
   struct AdminOutcome {
     http::Response res;

@@ -33,6 +33,7 @@ class RequestTrace {
   Json line() const;
 
   http::Clock::time_point arrived() const { return arrived_; }
+  const Json& events() const { return events_; }
   std::optional<http::Clock::time_point> prefill_done_at() const { return prefill_done_; }
   std::optional<http::Clock::time_point> decode_started_at() const { return decode_started_; }
   std::optional<http::Clock::time_point> first_token_at() const { return first_token_; }

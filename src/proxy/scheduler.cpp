@@ -40,4 +40,11 @@ void Scheduler::write_metrics(PrometheusText& out) const {
   out.samples("proxy_routing_decisions_total", "Routing decisions by leg, policy and reason.", "counter", rows);
 }
 
+nlohmann::json Scheduler::decisions_json() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [key, n] : decisions_) rows.push_back({{"leg", key.first}, {"reason", key.second}, {"count", n}});
+  return {{"policy", std::string(routing::policy_name(config_.policy))}, {"decisions", rows}};
+}
+
 }  // namespace moe::proxy

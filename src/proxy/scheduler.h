@@ -42,6 +42,8 @@ class Scheduler {
   void count(Leg leg, const Route& route);
 
   routing::Policy policy() const { return config_.policy; }
+  // proxy_routing_decisions_total as JSON: {"policy", "decisions": [{"leg", "reason", "count"}]}.
+  nlohmann::json decisions_json() const;
   const SchedulerConfig& config() const { return config_; }
   void write_metrics(PrometheusText& out) const;
 

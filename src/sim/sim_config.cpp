@@ -213,10 +213,14 @@ Workload read_workload(const std::string& file, const YAML::Node& node) {
   } else if (kind == "closed") {
     w.arrival.kind = Arrival::Kind::closed;
     if (v.IsMap()) {
-      const MapReader g(file, v, field, {"clients", "think_s"});
+      const MapReader g(file, v, field, {"clients", "think_s", "lengths_from"});
       if (!g.has("clients")) g.fail("clients", "is required (concurrent clients)");
       w.arrival.clients = int32_t(g.integer("clients", 1, 1, 1 << 24));
       w.arrival.think_s = g.number("think_s", 0, -1e-300);
+      if (g.has("lengths_from")) {
+        w.arrival.trace_file = resolve_path(file, g.text("lengths_from", ""));
+        if (w.arrival.trace_file.empty()) g.fail("lengths_from", "must name a file");
+      }
     } else {
       w.arrival.clients = int32_t(holder.integer("closed", 1, 1, 1 << 24));
     }
@@ -225,7 +229,7 @@ Workload read_workload(const std::string& file, const YAML::Node& node) {
     w.arrival.trace_file = resolve_path(file, holder.text("trace", ""));
     if (w.arrival.trace_file.empty()) fail_at(file, v, field, "must name a file");
   }
-  const bool trace = w.arrival.kind == Arrival::Kind::trace;
+  const bool trace = !w.arrival.trace_file.empty();
   const Lengths from_trace{Lengths::Kind::trace, 0, 0};
   w.prompt_tokens = read_lengths(file, r, "prompt_tokens", trace ? from_trace : Lengths{Lengths::Kind::fixed, 1024, 0});
   w.output_tokens = read_lengths(file, r, "output_tokens", trace ? from_trace : Lengths{Lengths::Kind::fixed, 128, 0});

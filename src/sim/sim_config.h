@@ -63,7 +63,9 @@ struct Arrival {
   double cv = 1;           // gamma: coefficient of variation of the gaps
   int32_t clients = 1;     // closed
   double think_s = 0;      // closed: mean of a client's exponential pause between an answer and its next request
-  std::string trace_file;  // trace: a proxy access log or a bench serve result file
+  // trace: a proxy access log or a bench serve result file; closed (lengths_from): the
+  // requests' lengths, sent in the order the file sent them
+  std::string trace_file;
 };
 
 struct Workload {

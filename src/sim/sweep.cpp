@@ -45,7 +45,7 @@ SweepResult sweep(const std::string& path, const std::vector<Vary>& varies, cons
     for (size_t k = 0; k < varies.size(); ++k) set_field(tree, varies[k].key, combos[i][k]);
     const SimConfig config = read_config(path, tree, reader);
     std::vector<TracedRequest> trace;
-    if (config.workload.arrival.kind == Arrival::Kind::trace) trace = read_request_trace(config.workload.arrival.trace_file);
+    if (!config.workload.arrival.trace_file.empty()) trace = read_request_trace(config.workload.arrival.trace_file);
     const SimResult result = simulate(config, trace);
     SweepRow row;
     row.values = combos[i];

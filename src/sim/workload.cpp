@@ -166,11 +166,16 @@ bool WorkloadGenerator::next_arrival(RequestSpec& s) {
 
 bool WorkloadGenerator::next_closed(double now, RequestSpec& s) {
   if (!more(now)) return false;
+  const TracedRequest* traced = nullptr;
+  if (!trace_.empty()) {
+    if (size_t(issued_) >= trace_.size()) return false;
+    traced = &trace_[size_t(issued_)];
+  }
   // A pause, however short, breaks the ties of clients answered in the same step, as the
   // network and the server's request handling do.
   const double think = w_.arrival.think_s;
   s.arrival_s = now + (think > 0 ? std::exponential_distribution<double>(1 / think)(rng_) : 0.0);
-  fill(s, nullptr);
+  fill(s, traced);
   return true;
 }
 

@@ -36,8 +36,9 @@ class WorkloadGenerator {
 
   // The next open-loop request (poisson, gamma, trace), or false when arrivals are over.
   bool next_arrival(RequestSpec& spec);
-  // A request for a closed-loop client sending at `now` (its lengths drawn), or false when
-  // the configured number of requests or the duration is used up.
+  // A request for a closed-loop client sending at `now` (its lengths drawn, or the next of
+  // lengths_from's requests), or false when the configured number of requests, the
+  // duration or lengths_from's requests are used up.
   bool next_closed(double now, RequestSpec& spec);
   bool closed_loop() const { return w_.arrival.kind == Arrival::Kind::closed; }
   int64_t issued() const { return issued_; }

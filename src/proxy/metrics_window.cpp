@@ -1,0 +1,112 @@
+#include "proxy/metrics_window.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "proxy/request_trace.h"
+
+namespace moe::proxy {
+
+namespace {
+
+// Enough for the quantiles of a busy period without letting one grow without bound.
+constexpr size_t kMaxKept = 4096;
+
+double seconds(http::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+double quantile(std::vector<double>& v, double q) {
+  const size_t k = std::min(v.size() - 1, size_t(std::floor(q * double(v.size()))));
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+MetricsWindow::MetricsWindow(http::Clock::time_point start, std::chrono::milliseconds period, size_t periods)
+    : start_(start), period_(period), periods_(periods) {}
+
+void MetricsWindow::Samples::add(double v) {
+  ++n;
+  if (kept.size() < kMaxKept) kept.push_back(v);
+}
+
+nlohmann::json MetricsWindow::Samples::json() const {
+  if (kept.empty()) return {{"n", n}, {"p50", nullptr}, {"p99", nullptr}};
+  std::vector<double> v = kept;
+  return {{"n", n}, {"p50", quantile(v, 0.5)}, {"p99", quantile(v, 0.99)}};
+}
+
+MetricsWindow::Period& MetricsWindow::at(http::Clock::time_point t) {
+  const int64_t index = std::max<int64_t>(0, (t - start_) / period_);
+  // Observations come from several threads, so one may be a moment late: it goes to the
+  // period it belongs to, or to the oldest kept when that one is gone.
+  auto it = std::lower_bound(window_.begin(), window_.end(), index, [](const Period& p, int64_t i) { return p.index < i; });
+  if (it != window_.end() && it->index == index) return *it;
+  if (it == window_.begin() && !window_.empty() && index <= window_.back().index - int64_t(periods_)) return window_.front();
+  it = window_.insert(it, Period{});
+  it->index = index;
+  // Only the last `periods_` periods are kept (quiet ones are not stored at all).
+  const int64_t newest = window_.back().index;
+  while (window_.front().index <= newest - int64_t(periods_)) window_.pop_front();
+  return *std::lower_bound(window_.begin(), window_.end(), index, [](const Period& p, int64_t i) { return p.index < i; });
+}
+
+void MetricsWindow::request(http::Clock::time_point at_time, int status) {
+  Period& p = at(at_time);
+  ++p.requests;
+  if (status >= 400) ++p.errors;
+  ++requests_by_status_[std::to_string(status)];
+}
+
+void MetricsWindow::ttft(http::Clock::time_point t, double s) { at(t).ttft.add(s); }
+void MetricsWindow::tpot(http::Clock::time_point t, double s) { at(t).tpot.add(s); }
+
+void MetricsWindow::leg_failure(http::Clock::time_point t, const std::string& leg) {
+  ++at(t).leg_failures;
+  ++leg_failures_[leg];
+}
+
+void MetricsWindow::resume(http::Clock::time_point t) {
+  ++at(t).resumes;
+  ++resumes_;
+}
+
+void MetricsWindow::finished(http::Clock::time_point t, const RequestTrace& trace) {
+  Period& p = at(t);
+  if (trace.prefill_done_at()) p.prefill.add(seconds(*trace.prefill_done_at() - trace.arrived()));
+  if (trace.prefill_done_at() && trace.decode_started_at()) p.handoff.add(seconds(*trace.decode_started_at() - *trace.prefill_done_at()));
+  p.e2e.add(seconds(t - trace.arrived()));
+  for (const nlohmann::json& e : trace.events()) {
+    if (e.value("event", "") != "retry") continue;
+    ++p.retries;
+    ++retries_;
+  }
+}
+
+nlohmann::json MetricsWindow::json(http::Clock::time_point now) {
+  (void)at(now);  // the current period, even when nothing happened in it yet
+  nlohmann::json series = nlohmann::json::array();
+  for (const Period& p : window_) {
+    series.push_back({{"t_s", seconds(p.index * period_)},
+                      {"requests", p.requests},
+                      {"errors", p.errors},
+                      {"ttft_s", p.ttft.json()},
+                      {"tpot_s", p.tpot.json()},
+                      {"prefill_s", p.prefill.json()},
+                      {"handoff_s", p.handoff.json()},
+                      {"e2e_s", p.e2e.json()},
+                      {"retries", p.retries},
+                      {"resumes", p.resumes},
+                      {"leg_failures", p.leg_failures}});
+  }
+  return {{"period_s", seconds(period_)},
+          {"uptime_s", seconds(now - start_)},
+          {"series", series},
+          {"totals",
+           {{"requests_by_status", requests_by_status_},
+            {"retries", retries_},
+            {"resumes", resumes_},
+            {"leg_failures", leg_failures_}}}};
+}
+
+}  // namespace moe::proxy

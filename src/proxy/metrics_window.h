@@ -1,0 +1,61 @@
+#pragma once
+// The proxy's recent history for the dashboard: what ProxyMetrics observes, also kept per
+// period (default 2 s) over the last periods (default 300: ten minutes), with the p50 and
+// p99 of each period's latencies; plus the totals since the start, which equal the
+// Prometheus counters (ProxyMetrics feeds both under one lock). Not thread-safe by itself.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "http/http_client.h"
+
+namespace moe::proxy {
+
+class RequestTrace;
+
+class MetricsWindow {
+ public:
+  MetricsWindow(http::Clock::time_point start, std::chrono::milliseconds period = std::chrono::seconds(2),
+                size_t periods = 300);
+
+  void request(http::Clock::time_point at, int status);
+  void ttft(http::Clock::time_point at, double seconds);
+  void tpot(http::Clock::time_point at, double seconds);
+  void leg_failure(http::Clock::time_point at, const std::string& leg);
+  void resume(http::Clock::time_point at);
+  // A finished request: its prefill and hand-off phases, end to end, and its legs' retries
+  // from the trace's events.
+  void finished(http::Clock::time_point at, const RequestTrace& trace);
+
+  // {"period_s", "series": [{"t_s", "requests", "errors", "ttft_s": {"n", "p50", "p99"},
+  // "tpot_s", "prefill_s", "handoff_s", "e2e_s", "retries", "resumes", "leg_failures"}],
+  // "totals": {...}}, oldest period first; t_s counts from the start.
+  nlohmann::json json(http::Clock::time_point now);
+
+ private:
+  struct Samples {
+    int64_t n = 0;
+    std::vector<double> kept;  // the first kMaxKept of the period
+    void add(double v);
+    nlohmann::json json() const;
+  };
+  struct Period {
+    int64_t index = 0;
+    int64_t requests = 0, errors = 0, retries = 0, resumes = 0, leg_failures = 0;
+    Samples ttft, tpot, prefill, handoff, e2e;
+  };
+  Period& at(http::Clock::time_point t);
+
+  const http::Clock::time_point start_;
+  const std::chrono::milliseconds period_;
+  const size_t periods_;
+  std::deque<Period> window_;
+  std::map<std::string, int64_t> requests_by_status_, leg_failures_;
+  int64_t retries_ = 0, resumes_ = 0;
+};
+
+}  // namespace moe::proxy

@@ -18,6 +18,7 @@ packages=(
   nginx-light                         # the peer of bench/proxy_overhead (a plain reverse proxy)
   libopenmpi-dev openmpi-bin          # expert parallelism: the EP group's collectives, mpirun
   openssh-client openssh-server       # launch's remote hosts; the multi-host test runs an sshd per namespace
+  chromium                            # the dashboard's browser test (headless)
 )
 
 sudo_cmd=""

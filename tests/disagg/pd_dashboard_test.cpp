@@ -1,9 +1,15 @@
 // The proxy's dashboard: GET /dashboard is the page, and GET /dashboard/state's figures
 // are the proxy's own counters (the same as /metrics) and its instances, after a 1P1D
-// deployment served streamed and whole requests, and one it refused.
+// deployment served streamed and whole requests, and one it refused; and headless
+// Chromium renders the page of a deployment under load, without a console message.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "disagg/pd_answers.h"
 #include "disagg/pd_processes.h"
@@ -113,6 +119,65 @@ TEST(PdDashboard, StateIsTheProxysOwnCountersAndInstances) {
   EXPECT_EQ(handoffs, kStreamed + kWhole);
   EXPECT_EQ(double(handoffs), counter(metrics, "proxy_handoff_seconds_count", {}));
   EXPECT_EQ(state["window"]["period_s"], 2.0);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(PdDashboard, ChromiumRendersThePageOfADeploymentUnderLoad) {
+  if (testing::run_command("command -v chromium >/dev/null 2>&1").status != 0) {
+    GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  }
+  const auto prefill = start("serve", "load-prefill", serve_args("prefill"));
+  const auto decode = start("serve", "load-decode", serve_args("decode"));
+  const auto proxy = start("proxy", "load-proxy", {"--port", "0", "--prefill", prefill->url(), "--decode", decode->url()});
+  const std::string url = proxy->url();
+
+  // Streams one after another while the browser polls.
+  std::atomic<bool> stop{false};
+  std::atomic<int> served{0};
+  std::thread load([&] {
+    for (int i = 0; !stop; ++i) {
+      json body{{"model", "tiny"}, {"prompt", testing::words(16, i)}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}};
+      if (testing::ask(url, "/v1/completions", body).status == 200) ++served;
+    }
+  });
+  while (served < 4) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+
+  const std::string d = dir();
+  const std::string chrome = "timeout 90 chromium --headless=new --no-sandbox --disable-gpu --user-data-dir=" + d +
+                             "/chrome --window-size=1400,1000 --enable-logging=stderr --v=0 --virtual-time-budget=6000 ";
+  const testing::CliResult dom = testing::run_command(chrome + "--dump-dom " + url + "/dashboard 2>" + d + "/chrome.err");
+  const testing::CliResult shot =
+      testing::run_command(chrome + "--screenshot=" + d + "/dashboard.png " + url + "/dashboard >/dev/null 2>>" + d + "/chrome.err");
+  stop = true;
+  load.join();
+  ASSERT_EQ(dom.status, 0) << read_file(d + "/chrome.err");
+  EXPECT_EQ(shot.status, 0);
+  EXPECT_TRUE(std::filesystem::exists(d + "/dashboard.png"));
+
+  const std::string& page = dom.out;
+  // A row for each instance, up.
+  for (const std::string& u : {prefill->url(), decode->url()}) {
+    EXPECT_NE(page.find("<td class=\"name\">" + u + "</td>"), std::string::npos) << u << "\n" << page;
+  }
+  EXPECT_NE(page.find("<td class=\"up\">up</td>"), std::string::npos);
+  // The latency chart has points, the routing table its legs, the totals the served requests.
+  const size_t ttft = page.find("id=\"chart-ttft\"");
+  ASSERT_NE(ttft, std::string::npos);
+  const size_t ttft_end = page.find("</div>", page.find("</svg>", ttft));
+  EXPECT_NE(page.substr(ttft, ttft_end - ttft).find("class=\"point\""), std::string::npos) << page;
+  EXPECT_NE(page.find("<td class=\"text\">prefill</td>"), std::string::npos);
+  EXPECT_NE(page.find("<td class=\"text\">decode</td>"), std::string::npos);
+  EXPECT_NE(page.find("requests answered 200"), std::string::npos);
+  EXPECT_NE(page.find("<div id=\"status\">policy cost;"), std::string::npos) << page;
+  // The page logs nothing: no script error, no failed request.
+  const std::string log = read_file(d + "/chrome.err");
+  EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;
 }
 
 }  // namespace

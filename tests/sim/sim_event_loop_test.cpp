@@ -97,6 +97,58 @@ workload:
   EXPECT_NEAR(pauses / 39, 0.5, 0.25);
 }
 
+TEST(SimEventLoop, ClosedLoopReplaysATracesLengthsInTheOrderItSentThem) {
+  // A bench serve result file, its requests listed out of their send order.
+  const std::string trace = write_config("lengths.json", R"({"start_times": [0.3, 0.1, 0.2], "input_lens": [30, 10, 20],
+                                                           "output_lens": [3, 1, 2]})");
+  const std::string text = std::string(kToyHardware) + kToyModel + R"(
+deployment:
+  unified: {instances: 1, devices: 1, max_batched_tokens: 512, max_sequences_per_device: 8, block_size: 16}
+workload:
+  arrival: {closed: {clients: 1, lengths_from: )" + trace + R"(}}
+)";
+  const SimConfig c = read_config(write_config("lengths.yaml", text), {});
+  const SimResult r = simulate(c, read_request_trace(c.workload.arrival.trace_file));
+  ASSERT_EQ(r.requests.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.requests[i].spec.prompt_tokens, int64_t(10 * (i + 1)));
+    EXPECT_EQ(r.requests[i].spec.output_tokens, int64_t(i + 1));
+    if (i > 0) EXPECT_DOUBLE_EQ(r.requests[i].spec.arrival_s, r.requests[i - 1].finish_s);
+  }
+}
+
+// A unified toy instance serving a bench serve result file's requests (arrival times and
+// lengths), on hardware that takes `wake_us` to wake.
+SimResult traced_run(const std::string& name, const std::string& requests, double wake_us) {
+  const std::string text = std::string(kToyHardware) + "  overhead: {wake_us: " + std::to_string(wake_us) + "}\n" + kToyModel + R"(
+deployment:
+  unified: {instances: 1, devices: 1, max_batched_tokens: 512, max_sequences_per_device: 8, block_size: 16}
+workload:
+  arrival: {trace: )" + write_config(name + ".json", requests) + "}\n";
+  const SimConfig c = read_config(write_config(name + ".yaml", text), {});
+  return simulate(c, read_request_trace(c.workload.arrival.trace_file));
+}
+
+TEST(SimEventLoop, AnIdleInstanceStartsItsStepAfterTheWakeTime) {
+  // One request: its prefill starts 1 ms after it arrived; its decode step follows at once.
+  const SimResult one = traced_run("wake-one", R"({"start_times": [0], "input_lens": [100], "output_lens": [2]})", 1000);
+  ASSERT_EQ(one.requests.size(), 1u);
+  EXPECT_NEAR(one.requests[0].first_token_s, 0.001 + toy_step(100, 0), 1e-12);
+  EXPECT_NEAR(one.requests[0].finish_s, 0.001 + toy_step(100, 0) + toy_step(1, 100), 1e-12);
+
+  // Two requests 0.4 ms apart: within the wake, one step takes both; without it the
+  // first starts alone and the second waits for that step.
+  const std::string two = R"({"start_times": [0, 0.0004], "input_lens": [100, 100], "output_lens": [2, 2]})";
+  const SimResult woken = traced_run("wake-two", two, 1000);
+  ASSERT_EQ(woken.requests.size(), 2u);
+  EXPECT_DOUBLE_EQ(woken.requests[0].first_token_s, woken.requests[1].first_token_s);
+  EXPECT_EQ(woken.pools[0].steps, 2);
+  const SimResult at_once = traced_run("wake-none", two, 0);
+  EXPECT_NEAR(at_once.requests[0].first_token_s, toy_step(100, 0), 1e-12);
+  EXPECT_LT(at_once.requests[0].first_token_s, at_once.requests[1].first_token_s);
+  EXPECT_GT(at_once.pools[0].steps, 2);
+}
+
 // A P/D deployment with a decode KV cache small enough that sequences get preempted.
 SimConfig pd_under_pressure(const std::string& policy) {
   const std::string text = std::string(kToyHardware) + kToyModel + R"(

@@ -109,3 +109,13 @@ echo "== GET /metrics (excerpts): a prefill instance, rank 0 of the decode group
 curl -sS "$prefill/metrics" | grep -E '^moengine:(prompt_tokens_total|kv_leases_(active|released_total|expired_total)|num_kv_blocks_used)'
 curl -sS "$decode/metrics" | grep -E '^moengine:(generation_tokens_total|kv_transfer_(bytes_total|pulls_total|duration_seconds_(sum|count))|kv_remote_loads_total|num_kv_blocks_used)'
 curl -sS "$url/metrics" | grep -E '^moengine:proxy_(group_up|group_ranks|requests_total|time_to_first_token_seconds_(sum|count)|routing_decisions_total)'
+
+echo
+echo "== GET /dashboard/state (what $url/dashboard draws): instances and the last periods"
+curl -sS "$url/dashboard/state" | node -e '
+  const s = JSON.parse(require("fs").readFileSync(0, "utf8"));
+  for (const i of s.instances)
+    console.log(`${i.name.padEnd(16)} ${i.role.padEnd(8)} ${i.routable ? "up" : "down"}  running ${i.reported.running}  KV ${i.reported.kv_tokens}/${i.reported.kv_capacity_tokens} tokens`);
+  const ms = v => v == null ? "-" : (1000 * v).toFixed(1) + " ms";
+  for (const p of s.window.series.slice(-4))
+    console.log(`t=${p.t_s}s  ${p.requests} requests  TTFT p50 ${ms(p.ttft_s.p50)} p99 ${ms(p.ttft_s.p99)}  TPOT p50 ${ms(p.tpot_s.p50)}`);'

@@ -30,10 +30,16 @@ void MetricsWindow::Samples::add(double v) {
   if (kept.size() < kMaxKept) kept.push_back(v);
 }
 
-nlohmann::json MetricsWindow::Samples::json() const {
-  if (kept.empty()) return {{"n", n}, {"p50", nullptr}, {"p99", nullptr}};
-  std::vector<double> v = kept;
-  return {{"n", n}, {"p50", quantile(v, 0.5)}, {"p99", quantile(v, 0.99)}};
+const nlohmann::json& MetricsWindow::Samples::json() {
+  if (summarised_n == n) return summary;
+  summarised_n = n;
+  if (kept.empty()) {
+    summary = {{"n", n}, {"p50", nullptr}, {"p99", nullptr}};
+  } else {
+    std::vector<double> v = kept;
+    summary = {{"n", n}, {"p50", quantile(v, 0.5)}, {"p99", quantile(v, 0.99)}};
+  }
+  return summary;
 }
 
 MetricsWindow::Period& MetricsWindow::at(http::Clock::time_point t) {
@@ -86,7 +92,7 @@ void MetricsWindow::finished(http::Clock::time_point t, const RequestTrace& trac
 nlohmann::json MetricsWindow::json(http::Clock::time_point now) {
   (void)at(now);  // the current period, even when nothing happened in it yet
   nlohmann::json series = nlohmann::json::array();
-  for (const Period& p : window_) {
+  for (Period& p : window_) {
     series.push_back({{"t_s", seconds(p.index * period_)},
                       {"requests", p.requests},
                       {"errors", p.errors},

@@ -41,7 +41,11 @@ class MetricsWindow {
     int64_t n = 0;
     std::vector<double> kept;  // the first kMaxKept of the period
     void add(double v);
-    nlohmann::json json() const;
+    // Quantiles are taken again only when samples came since the last time: a poll costs
+    // the periods that changed (mostly the current one), not the whole window.
+    const nlohmann::json& json();
+    int64_t summarised_n = -1;
+    nlohmann::json summary;
   };
   struct Period {
     int64_t index = 0;

@@ -1,8 +1,13 @@
 #pragma once
 // moengine's proxy (proxy::ProxyServer behind an HttpServer, as `moengine proxy` runs it)
-// in this process, in front of the stub, with the default policy (cost) and settings.
+// in this process, in front of the stub, with the default policy (cost) and settings;
+// optionally with a client polling its GET /dashboard/state as an open dashboard does.
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "http/server.h"
@@ -12,8 +17,10 @@ namespace moe::bench {
 
 class ProxyFront {
  public:
-  // Probes every instance once, then listens on a free port of 127.0.0.1.
-  ProxyFront(std::vector<proxy::InstanceSpec> instances, int io_threads);
+  // Probes every instance once, then listens on a free port of 127.0.0.1; with a
+  // dashboard_poll period, a thread of its own GETs /dashboard/state that often.
+  ProxyFront(std::vector<proxy::InstanceSpec> instances, int io_threads,
+             std::chrono::milliseconds dashboard_poll = std::chrono::milliseconds(0));
   ~ProxyFront();
   ProxyFront(const ProxyFront&) = delete;
   ProxyFront& operator=(const ProxyFront&) = delete;
@@ -21,8 +28,14 @@ class ProxyFront {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
 
  private:
+  void poll_dashboard(std::chrono::milliseconds period);
+
   std::unique_ptr<proxy::ProxyServer> proxy_;  // outlives the server, whose handlers use it
   std::unique_ptr<http::HttpServer> server_;
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread poller_;
 };
 
 // The stub as `copies` unified instances (u0, u1, ...). Under the cost policy a short

@@ -1,8 +1,9 @@
 // proxy_overhead_bench: what moengine's proxy adds to a request, against nginx as a plain
 // reverse proxy, in one run and in front of the same stub backend (docs/benchmarks.md,
-// "Proxy overhead against nginx"). Four targets: the stub itself, nginx, moengine's proxy
-// with the stub as unified instances (one hop, like nginx), and with the stub as a prefill
-// and a decode instance (two legs per request, the cost of disaggregated routing). They
+// "Proxy overhead against nginx"). Five targets: the stub itself, nginx, moengine's proxy
+// with the stub as unified instances (one hop, like nginx), with the stub as a prefill
+// and a decode instance (two legs per request, the cost of disaggregated routing), and
+// unified again while a client polls its dashboard state every 0.2 s. They
 // take turns, request by request for latency and level by level for rates, so that the
 // drift of a shared machine touches them alike.
 #include <CLI/CLI.hpp>
@@ -51,9 +52,10 @@ class Interrupted : public Error {
   Interrupted() : Error("interrupted") {}
 };
 
-enum Target : size_t { kDirect, kNginx, kUnified, kPd, kTargets };
-constexpr std::array<const char*, kTargets> kTargetNames{"direct (stub)", "nginx", "moengine unified", "moengine P/D"};
-constexpr std::array<const char*, kTargets> kShortNames{"direct", "nginx", "unified", "P/D"};
+enum Target : size_t { kDirect, kNginx, kUnified, kPd, kUnifiedDashboard, kTargets };
+constexpr std::array<const char*, kTargets> kTargetNames{"direct (stub)", "nginx", "moengine unified", "moengine P/D",
+                                                                "unified+dashboard"};
+constexpr std::array<const char*, kTargets> kShortNames{"direct", "nginx", "unified", "P/D", "unified+dash"};
 
 std::string nginx_version(const std::string& binary) {
   std::string out;
@@ -153,6 +155,10 @@ class Bench {
   std::unique_ptr<ProxyFront> front_for(Target target, int concurrency) const {
     if (target == kUnified) return std::make_unique<ProxyFront>(unified_instances(stub_.url(), concurrency), o_.threads);
     if (target == kPd) return std::make_unique<ProxyFront>(pd_instances(stub_.url()), o_.threads);
+    // As unified, polled ten times as often as the dashboard page polls (every 2 s).
+    if (target == kUnifiedDashboard) {
+      return std::make_unique<ProxyFront>(unified_instances(stub_.url(), concurrency), o_.threads, std::chrono::milliseconds(200));
+    }
     return nullptr;
   }
 

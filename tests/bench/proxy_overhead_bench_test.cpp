@@ -33,9 +33,9 @@ TEST(ProxyOverheadBench, TinyRunReportsEveryTarget) {
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_NE(j["peer"].get<std::string>().find("nginx/"), std::string::npos) << j["peer"];
   const nlohmann::json& targets = j["targets"];
-  ASSERT_EQ(targets.size(), 4u) << j.dump(2);
+  ASSERT_EQ(targets.size(), 5u) << j.dump(2);
   const std::vector<std::pair<std::string, double>> expected{
-      {"direct (stub)", 1}, {"nginx", 1}, {"moengine unified", 1}, {"moengine P/D", 2}};
+      {"direct (stub)", 1}, {"nginx", 1}, {"moengine unified", 1}, {"moengine P/D", 2}, {"unified+dashboard", 1}};
   for (size_t i = 0; i < expected.size(); ++i) {
     const nlohmann::json& t = targets[i];
     const auto& [name, legs] = expected[i];

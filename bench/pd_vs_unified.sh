@@ -15,7 +15,7 @@
 # D's first decode step (the first inter-token gap minus the transfer).
 #
 # env: INPUT_LEN (2048), OUTPUT_LEN (64), NUM_PROMPTS (8), CONCURRENCY (2), THREADS (2),
-#      KV_TRANSPORT (ucx), PORT (18090: unified and proxy; P and D take PORT+1, PORT+2),
+#      KV_TRANSPORT (ucx), KV_DTYPE (auto: every server's --kv-cache-dtype), PORT (18090: unified and proxy; P and D take PORT+1, PORT+2),
 #      MOENGINE (build/moengine), OUT_DIR (.cache/bench-pd/<UTC time>),
 #      READY_TIMEOUT (600 s for a server to load the model).
 # stdout: the comparison table (also OUT_DIR/summary.md); results and logs in OUT_DIR.
@@ -29,6 +29,7 @@ NUM_PROMPTS=${NUM_PROMPTS:-8}
 CONCURRENCY=${CONCURRENCY:-2}
 THREADS=${THREADS:-2}
 KV_TRANSPORT=${KV_TRANSPORT:-ucx}
+KV_DTYPE=${KV_DTYPE:-auto}
 PORT=${PORT:-18090}
 MOENGINE=${MOENGINE:-$ROOT/build/moengine}
 OUT_DIR=${OUT_DIR:-$ROOT/.cache/bench-pd/$(date -u +%Y%m%d-%H%M%S)}
@@ -86,7 +87,8 @@ hist_mean() {
 serve() {
   local name=$1
   shift
-  "$MOENGINE" serve --model "$MODEL" --served-model-name bench --host 127.0.0.1 --max-num-seqs "$CONCURRENCY" "$@" \
+  "$MOENGINE" serve --model "$MODEL" --served-model-name bench --host 127.0.0.1 --max-num-seqs "$CONCURRENCY" \
+    --kv-cache-dtype "$KV_DTYPE" "$@" \
     >"$OUT_DIR/$name.log" 2>&1 &
   PIDS+=($!)
 }
@@ -127,7 +129,7 @@ proxy_cost=$(awk -v a="$proxy_ttft" -v b="$p_ttft" 'BEGIN { if (a == "-" || b ==
 per_request=$(awk -v b="$kv_bytes" -v n="$pulled" 'BEGIN { if (n > 0) printf "%.1f", b / n / 1048576; else print "-" }')
 {
   echo "model: $(basename "$MODEL"); $INPUT_LEN-token prompts, $OUTPUT_LEN output tokens, $NUM_PROMPTS requests," \
-    "$CONCURRENCY at a time; $THREADS threads in all; KV over $KV_TRANSPORT; moengine $(git -C "$ROOT" rev-parse --short HEAD)"
+    "$CONCURRENCY at a time; $THREADS threads in all; KV $KV_DTYPE over $KV_TRANSPORT; moengine $(git -C "$ROOT" rev-parse --short HEAD)"
   echo
   echo "| setup | completed | out tok/s | mean TTFT ms | mean TPOT ms | mean first gap ms |"
   echo "| --- | --- | --- | --- | --- | --- |"

@@ -15,7 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_loading.h"
-#include "cli/prompt_ids_arg.h"
+#include "cli/token_ids_arg.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -108,7 +108,7 @@ void run(const KvAccuracyArgs& a) {
   std::vector<int32_t> prompt;
   if (!a.prompt_ids.empty() && !a.prompt_file.empty()) fail("give at most one of --prompt-file and --prompt-ids");
   if (!a.prompt_ids.empty()) {
-    prompt = parse_prompt_ids(a.prompt_ids, c.n_vocab);
+    prompt = parse_token_ids(a.prompt_ids, "--prompt-ids", c.n_vocab);
     if (int(prompt.size()) != a.prompt_len) fail("--prompt-ids: {} ids, --prompt-len is {}", prompt.size(), a.prompt_len);
   } else if (!a.prompt_file.empty()) {
     std::ifstream in(a.prompt_file, std::ios::binary);

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
-#include "cli/prompt_ids_arg.h"
+#include "cli/token_ids_arg.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/thread_pool.h"
@@ -56,7 +56,7 @@ void run(const GenerateArgs& a) {
   std::optional<Tokenizer> tok;
   if (model->file().has("tokenizer.ggml.tokens")) tok.emplace(tokenizer_spec_from_gguf(model->file()));
   else if (!a.prompt.empty()) fail("{}: the file has no tokenizer (tokenizer.ggml.tokens); use --prompt-ids", a.model.path);
-  const std::vector<int32_t> prompt = a.prompt.empty() ? parse_prompt_ids(a.prompt_ids, c.n_vocab) : tok->encode(a.prompt, true);
+  const std::vector<int32_t> prompt = a.prompt.empty() ? parse_token_ids(a.prompt_ids, "--prompt-ids", c.n_vocab) : tok->encode(a.prompt, true);
   if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
   ThreadPool pool(a.threads);
   if (group.rank() != 0) {

@@ -7,9 +7,9 @@
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/commands.h"
+#include "cli/token_ids_arg.h"
 #include "core/error.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/gguf_vocab.h"
@@ -30,25 +30,6 @@ struct TokenizeArgs {
   bool json = false;
 };
 
-std::vector<int32_t> parse_ids(const std::string& s) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      fail("--decode: '{}' is not an integer", item);
-    }
-    if (item.find_first_not_of(" ", used) != std::string::npos) fail("--decode: '{}' is not an integer", item);
-    ids.push_back(int32_t(v));
-  }
-  if (ids.empty()) fail("--decode: no token ids given");
-  return ids;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open", path);
@@ -68,7 +49,7 @@ void run(const TokenizeArgs& a) {
   const Tokenizer tok = load_tokenizer(a.tokenizer);
 
   if (!a.decode.empty()) {
-    const std::vector<int32_t> ids = parse_ids(a.decode);
+    const std::vector<int32_t> ids = parse_token_ids(a.decode, "--decode");
     const std::string text = utf8_sanitize(tok.decode(ids));
     if (a.json) std::printf("%s\n", nlohmann::json({{"ids", ids}, {"text", text}, {"tokens", pieces(tok, ids)}}).dump().c_str());
     else std::printf("%s\n", text.c_str());

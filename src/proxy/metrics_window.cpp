@@ -61,21 +61,13 @@ void MetricsWindow::request(http::Clock::time_point at_time, int status) {
   Period& p = at(at_time);
   ++p.requests;
   if (status >= 400) ++p.errors;
-  ++requests_by_status_[std::to_string(status)];
 }
 
 void MetricsWindow::ttft(http::Clock::time_point t, double s) { at(t).ttft.add(s); }
 void MetricsWindow::tpot(http::Clock::time_point t, double s) { at(t).tpot.add(s); }
 
-void MetricsWindow::leg_failure(http::Clock::time_point t, const std::string& leg) {
-  ++at(t).leg_failures;
-  ++leg_failures_[leg];
-}
-
-void MetricsWindow::resume(http::Clock::time_point t) {
-  ++at(t).resumes;
-  ++resumes_;
-}
+void MetricsWindow::leg_failure(http::Clock::time_point t) { ++at(t).leg_failures; }
+void MetricsWindow::resume(http::Clock::time_point t) { ++at(t).resumes; }
 
 void MetricsWindow::finished(http::Clock::time_point t, const RequestTrace& trace) {
   Period& p = at(t);
@@ -105,14 +97,7 @@ nlohmann::json MetricsWindow::json(http::Clock::time_point now) {
                       {"resumes", p.resumes},
                       {"leg_failures", p.leg_failures}});
   }
-  return {{"period_s", seconds(period_)},
-          {"uptime_s", seconds(now - start_)},
-          {"series", series},
-          {"totals",
-           {{"requests_by_status", requests_by_status_},
-            {"retries", retries_},
-            {"resumes", resumes_},
-            {"leg_failures", leg_failures_}}}};
+  return {{"period_s", seconds(period_)}, {"uptime_s", seconds(now - start_)}, {"series", series}, {"retries", retries_}};
 }
 
 }  // namespace moe::proxy

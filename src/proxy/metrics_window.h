@@ -1,12 +1,11 @@
 #pragma once
 // The proxy's recent history for the dashboard: what ProxyMetrics observes, also kept per
 // period (default 2 s) over the last periods (default 300: ten minutes), with the p50 and
-// p99 of each period's latencies; plus the totals since the start, which equal the
-// Prometheus counters (ProxyMetrics feeds both under one lock). Not thread-safe by itself.
+// p99 of each period's latencies. The totals since the start are ProxyMetrics' own
+// counters (it feeds this under its lock). Not thread-safe by itself.
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -25,7 +24,7 @@ class MetricsWindow {
   void request(http::Clock::time_point at, int status);
   void ttft(http::Clock::time_point at, double seconds);
   void tpot(http::Clock::time_point at, double seconds);
-  void leg_failure(http::Clock::time_point at, const std::string& leg);
+  void leg_failure(http::Clock::time_point at);
   void resume(http::Clock::time_point at);
   // A finished request: its prefill and hand-off phases, end to end, and its legs' retries
   // from the trace's events.
@@ -33,7 +32,7 @@ class MetricsWindow {
 
   // {"period_s", "series": [{"t_s", "requests", "errors", "ttft_s": {"n", "p50", "p99"},
   // "tpot_s", "prefill_s", "handoff_s", "e2e_s", "retries", "resumes", "leg_failures"}],
-  // "totals": {...}}, oldest period first; t_s counts from the start.
+  // "retries": since the start}, oldest period first; t_s counts from the start.
   nlohmann::json json(http::Clock::time_point now);
 
  private:
@@ -58,8 +57,7 @@ class MetricsWindow {
   const std::chrono::milliseconds period_;
   const size_t periods_;
   std::deque<Period> window_;
-  std::map<std::string, int64_t> requests_by_status_, leg_failures_;
-  int64_t retries_ = 0, resumes_ = 0;
+  int64_t retries_ = 0;
 };
 
 }  // namespace moe::proxy

@@ -39,7 +39,7 @@ void ProxyMetrics::count_request(int status) {
 void ProxyMetrics::count_leg_failure(Leg leg) {
   std::lock_guard lock(mu_);
   ++leg_failures_[leg == Leg::kPrefill ? 0 : 1];
-  window_.leg_failure(http::Clock::now(), leg_name(leg));
+  window_.leg_failure(http::Clock::now());
 }
 
 void ProxyMetrics::count_resume() {
@@ -62,7 +62,15 @@ void ProxyMetrics::observe_tpot(double seconds) {
 
 nlohmann::json ProxyMetrics::window_json() {
   std::lock_guard lock(mu_);
-  return window_.json(http::Clock::now());
+  nlohmann::json j = window_.json(http::Clock::now());
+  nlohmann::json by_status = nlohmann::json::object();
+  for (const auto& [status, n] : requests_) by_status[std::to_string(status)] = n;
+  j["totals"] = {{"requests_by_status", std::move(by_status)},
+                 {"leg_failures", {{leg_name(Leg::kPrefill), leg_failures_[0]}, {leg_name(Leg::kDecode), leg_failures_[1]}}},
+                 {"retries", j["retries"]},
+                 {"resumes", resumes_}};
+  j.erase("retries");
+  return j;
 }
 
 std::string ProxyMetrics::prometheus_text() const {

@@ -37,8 +37,8 @@ class ProxyMetrics {
   void observe_phases(const RequestTrace& trace);
 
   std::string prometheus_text() const;
-  // The same observations per recent period, and totals equal to the counters above
-  // (MetricsWindow::json), for the dashboard.
+  // For the dashboard: the same observations per recent period (MetricsWindow::json), and
+  // "totals": the counters above (requests_by_status, leg_failures, resumes) and retries.
   nlohmann::json window_json();
 
  private:

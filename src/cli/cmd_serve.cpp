@@ -168,7 +168,7 @@ void run(ServeArgs a) {
   api.role = disagg::parse_role(a.role);
   api.engine_id = engine_id;
   if (kv_publisher) api.kv_events_endpoint = kv_publisher->endpoint();
-  if (group.ep) api.expert_load = &group.ep->load();
+  if (group.ep) api.expert_parallel = group.ep.get();
   server::OpenAiServer openai(engine, api, agent.get());
 
   http::ServerConfig hc;

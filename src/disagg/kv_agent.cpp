@@ -268,6 +268,11 @@ void KvAgent::record(const PullResult& r) {
   }
 }
 
+KvAgent::PullTotals KvAgent::pull_totals() const {
+  std::lock_guard lk(mu_);
+  return {pulls_total_, bytes_total_};
+}
+
 void KvAgent::write_metrics(PrometheusText& out) const {
   std::lock_guard lk(mu_);
   out.counter("kv_transfer_bytes_total", "KV bytes pulled from prefill instances.", double(bytes_total_));

@@ -92,6 +92,11 @@ class KvAgent {
 
   // The transfer metrics, in Prometheus text.
   void write_metrics(PrometheusText& out) const;
+  // Hand-offs received and their KV bytes, since the start.
+  struct PullTotals {
+    uint64_t pulls = 0, bytes = 0;
+  };
+  PullTotals pull_totals() const;
 
  private:
   struct Peer {

@@ -1,6 +1,8 @@
 #include "moe/expert_load.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -31,7 +33,7 @@ void ExpertLoadRecorder::add_computed(int64_t layer, int64_t pairs) {
 
 void ExpertLoadRecorder::end_step() { ++pending_; }
 
-void ExpertLoadRecorder::sync(EpComm& comm) {
+void ExpertLoadRecorder::sync(EpComm& comm, WallClock::time_point now) {
   if (pending_ == 0) return;
   const int64_t n = pending_;
   std::vector<int64_t> routed(routed_.begin(), routed_.begin() + n * layers_ * experts_);
@@ -64,6 +66,23 @@ void ExpertLoadRecorder::sync(EpComm& comm) {
     }
   }
   imbalance_ = layer_imbalance(window_pairs_, layers_, ranks_);
+
+  const double unix_s = std::chrono::duration<double>(now.time_since_epoch()).count();
+  const double start = std::floor(unix_s / kPeriodSeconds) * kPeriodSeconds;
+  if (periods_.empty() || periods_.back().start_unix_s != start) {
+    periods_.push_back({start, 0, std::vector<int64_t>(size_t(per_step), 0)});
+    if (periods_.size() > kPeriods) periods_.pop_front();
+  }
+  LoadPeriod& p = periods_.back();
+  p.steps += n;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < per_step; ++j) p.rank_pairs[size_t(j)] += computed[size_t(t * per_step + j)];
+  }
+}
+
+std::vector<LoadPeriod> ExpertLoadRecorder::periods() const {
+  std::lock_guard lock(mu_);
+  return {periods_.begin(), periods_.end()};
 }
 
 placement::Trace ExpertLoadRecorder::window() const {
@@ -114,6 +133,16 @@ double layer_imbalance(const std::vector<int64_t>& pairs, int64_t layers, int32_
     means += double(total) / double(ranks);
   }
   return means == 0 ? 0.0 : peaks / means;
+}
+
+std::vector<double> per_layer_imbalance(const std::vector<int64_t>& pairs, int64_t layers, int32_t ranks) {
+  std::vector<double> out(size_t(layers), 0.0);
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto row = pairs.begin() + l * ranks;
+    const int64_t total = std::accumulate(row, row + ranks, int64_t(0));
+    if (total > 0) out[size_t(l)] = double(*std::max_element(row, row + ranks)) * double(ranks) / double(total);
+  }
+  return out;
 }
 
 }  // namespace moe

@@ -8,7 +8,9 @@
 //
 // The engine thread records and syncs; window() and the figures may be read from any thread.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -17,9 +19,20 @@
 
 namespace moe {
 
+// The steps synced within one wall-clock period, for the dashboard's imbalance over time.
+struct LoadPeriod {
+  double start_unix_s = 0;
+  int64_t steps = 0;
+  std::vector<int64_t> rank_pairs;  // [layers * ranks]: pairs each rank computed
+};
+
 class ExpertLoadRecorder {
  public:
   static constexpr int64_t kSyncSteps = 16;
+  // As the proxy's window: ten minutes of 2 s periods.
+  static constexpr double kPeriodSeconds = 2.0;
+  static constexpr size_t kPeriods = 300;
+  using WallClock = std::chrono::system_clock;
 
   ExpertLoadRecorder(int64_t layers, int64_t experts, int32_t ranks, int64_t capacity);
 
@@ -33,13 +46,16 @@ class ExpertLoadRecorder {
   bool has_pending() const { return pending_ > 0; }
   // Adds the ranks' pending steps together into the window: a collective, called by every
   // rank at the same step.
-  void sync(EpComm& comm);
+  // The steps land in the period of `now`.
+  void sync(EpComm& comm, WallClock::time_point now = WallClock::now());
 
   // The group's load over the window, oldest step first: f32 [steps, layers, experts].
   placement::Trace window() const;
   // Over the window, oldest step first: the pairs each rank computed in each layer,
   // [steps][layers * ranks].
   std::vector<std::vector<int64_t>> rank_pairs() const;
+  // The last kPeriods periods in which steps were synced, oldest first.
+  std::vector<LoadPeriod> periods() const;
   int32_t ranks() const { return ranks_; }
   // Pairs this rank's experts computed, for any rank's requests, since the start.
   uint64_t computed_total() const;
@@ -68,10 +84,13 @@ class ExpertLoadRecorder {
   int64_t head_ = 0, filled_ = 0, synced_ = 0;
   std::vector<int64_t> window_pairs_;  // [layers, ranks]: rank_computed_ summed over the window
   double imbalance_ = 0.0;             // of window_pairs_, set by each sync
+  std::deque<LoadPeriod> periods_;
 };
 
 // Pairs computed per layer and rank, [layers * ranks], summed over steps: the sum over layers
 // of the busiest rank's pairs over the sum of the mean rank's (0 when there are none).
 double layer_imbalance(const std::vector<int64_t>& pairs, int64_t layers, int32_t ranks);
+// The same per layer: its busiest rank's pairs over its mean rank's (0 for a layer without any).
+std::vector<double> per_layer_imbalance(const std::vector<int64_t>& pairs, int64_t layers, int32_t ranks);
 
 }  // namespace moe

@@ -10,11 +10,18 @@
 
 namespace moe {
 
+namespace {
+
+double unix_now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
+
 ExpertParallel::ExpertParallel(EpComm& comm, ExpertMap map, int64_t load_window, ReplacementOptions replacement)
     : comm_(comm),
       map_(std::move(map)),
       load_(map_.layers(), map_.experts(), comm.size(), load_window),
-      replacement_(replacement) {
+      replacement_(replacement),
+      view_(map_.placement()) {
   if (map_.ranks() != comm_.size()) {
     fail("the expert map is for {} ranks but the group has {}", map_.ranks(), comm_.size());
   }
@@ -55,6 +62,7 @@ bool ExpertParallel::join_step(StepWork work) {
     const LiveReplacement::Plan p =
         replacement_.start(window, map_, comm_.rank(), [this](int64_t l, int32_t e) { return replica_source(l, e); });
     const double ms = std::chrono::duration<double, std::milli>(LiveReplacement::Clock::now() - t0).count();
+    if (p.moves > 0) view_.planned({unix_now_s(), steps_, ms, p.moves, p.bytes, p.balance_before, p.balance_after});
     if (log_ && p.moves > 0) {
       log_(fmt::format("ep: re-placement planned at step {} in {:.1f} ms: {} expert copies, balance {:.3f} -> {:.3f} on the last {} steps",
                        steps_, ms, p.moves, p.balance_before, p.balance_after, window.steps));
@@ -78,6 +86,7 @@ void ExpertParallel::switch_placement() {
   std::erase_if(owned_, [&](const auto& kv) { return !map_.holds(kv.first.first, comm_.rank(), kv.first.second); });
   ++replacements_;
   switch_steps_.push_back(steps_);
+  view_.switched(map_.placement(), unix_now_s(), steps_);
   if (log_) log_(fmt::format("ep: re-placement switched in at step {} ({} so far)", steps_, replacements_));
 }
 

@@ -20,6 +20,7 @@
 
 #include "moe/ep_comm.h"
 #include "moe/ep_step_stats.h"
+#include "moe/ep_view.h"
 #include "moe/expert_load.h"
 #include "moe/expert_map.h"
 #include "moe/ffn_jobs.h"
@@ -60,7 +61,10 @@ class ExpertParallel {
   int32_t rank() const { return comm_.rank(); }
   int32_t size() const { return comm_.size(); }
   const ExpertMap& map() const { return map_; }
+  // These two may be read from any thread.
   const ExpertLoadRecorder& load() const { return load_; }
+  const EpView& view() const { return view_; }
+  const ReplacementOptions& replacement_options() const { return replacement_.options(); }
   // Re-placements switched in, and bytes of expert weights this rank copied for them.
   uint64_t replacements() const { return replacements_; }
   uint64_t bytes_moved() const { return replacement_.bytes_moved(); }
@@ -96,6 +100,7 @@ class ExpertParallel {
   ExpertMap map_;
   ExpertLoadRecorder load_;
   LiveReplacement replacement_;
+  EpView view_;
   ExpertSource source_;
   std::map<std::pair<int64_t, int32_t>, OwnedExpert> owned_;  // (layer, expert) -> weights
   std::function<void(const std::string&)> log_;

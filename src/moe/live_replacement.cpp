@@ -66,8 +66,9 @@ LiveReplacement::Plan LiveReplacement::start(const placement::Trace& window, con
       for (const int32_t e : next_map_->experts_on(l, to)) {
         if (current.holds(l, to, e)) continue;
         const int32_t from = current.holders(l, e).front();
-        if (to != me && from != me) continue;
         const FfnWeights src = weights(l, e);
+        for (const QMatrix* m : {&src.gate, &src.up, &src.down}) plan.bytes += matrix_bytes(*m);
+        if (to != me && from != me) continue;
         OwnedExpert dst;
         if (to == me) {
           dst = allocate_expert_like(src);

@@ -61,6 +61,7 @@ class LiveReplacement {
   struct Plan {
     int64_t moves = 0;
     double balance_before = 0, balance_after = 0;
+    uint64_t bytes = 0;  // of all ranks' copies
   };
   // Every rank at the same step: plans from `window` and starts this rank's copies. Nothing
   // is in progress afterwards when the plan moves nothing.

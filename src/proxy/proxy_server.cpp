@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "proxy/dashboard_page.h"
+#include "proxy/expert_views.h"
 #include "proxy/request_estimate.h"
 #include "proxy/stream_relay.h"
 
@@ -305,10 +306,14 @@ asio::awaitable<void> ProxyServer::dashboard(http::Exchange& ex) {
 
 asio::awaitable<void> ProxyServer::dashboard_state(http::Exchange& ex) {
   const Clock::time_point now = Clock::now();
+  const Registry::Snapshot snapshot = registry_.snapshot(now);
   Json groups = Json::object();
-  for (const auto& [name, up] : registry_.snapshot(now).groups) groups[name] = up;
+  for (const auto& [name, up] : snapshot.groups) groups[name] = up;
+  constexpr std::chrono::milliseconds kExpertStateTimeout{500};
+  Json experts = co_await fetch_expert_views(registry_.all(), snapshot.groups, kExpertStateTimeout);
   http::Response res = json_response(Json{{"instances", registry_.describe(now)},
                                           {"groups", std::move(groups)},
+                                          {"expert_groups", std::move(experts)},
                                           {"queued_requests", dispatch_.queued()},
                                           {"routing", scheduler_.decisions_json()},
                                           {"window", metrics_.window_json()}});

@@ -54,6 +54,12 @@ HealthReport parse_health_report(const nlohmann::json& body) {
   r.running = field<int32_t>(body, "load", "running");
   r.waiting = field<int32_t>(body, "load", "waiting");
   r.kv_tokens_used = field<int64_t>(body, "load", "kv_tokens");
+  r.requests_finished = field<uint64_t>(body, "totals", "requests_finished");
+  r.prompt_tokens = field<uint64_t>(body, "totals", "prompt_tokens");
+  r.generation_tokens = field<uint64_t>(body, "totals", "generation_tokens");
+  r.kv_pulls = field<uint64_t>(body, "totals", "kv_pulls");
+  r.kv_pulled_bytes = field<uint64_t>(body, "totals", "kv_pulled_bytes");
+  if (const auto t = body.find("started_unix_s"); t != body.end() && t->is_number()) r.started_unix_s = t->get<double>();
   return r;
 }
 
@@ -164,13 +170,19 @@ std::vector<InstancePtr> Registry::all() const {
   return instances_;
 }
 
-void Registry::report_probe(Instance& instance, const std::optional<HealthReport>& report) {
+void Registry::report_probe(Instance& instance, const std::optional<HealthReport>& report, Clock::time_point now) {
   {
     std::lock_guard lock(mu_);
     auto& i = instance;
     i.probe_ok_ = report.has_value();
     if (!report) return;
+    if (i.reported_.started_unix_s != 0 && report->started_unix_s != i.reported_.started_unix_s) {
+      ++i.restarts_;
+      i.recent_.clear();
+    }
     i.reported_ = *report;
+    i.recent_.emplace_back(now, *report);
+    while (i.recent_.size() > 2 && now - i.recent_.front().first > kRateSpan) i.recent_.pop_front();
     // An instance that answers its probe again is given traffic again at once.
     i.open_until_.reset();
     i.consecutive_failures_ = 0;
@@ -228,6 +240,25 @@ int32_t Registry::prefill_requests(const Instance& instance) const {
   return instance.routed_.prefill_requests;
 }
 
+namespace {
+
+// Per second over the reports kept: null until there are two.
+nlohmann::json rates(const std::deque<std::pair<Clock::time_point, HealthReport>>& recent) {
+  if (recent.size() < 2) return nullptr;
+  const auto& [t0, a] = recent.front();
+  const auto& [t1, b] = recent.back();
+  const double dt = std::chrono::duration<double>(t1 - t0).count();
+  if (dt <= 0) return nullptr;
+  const auto per_s = [dt](uint64_t from, uint64_t to) { return to >= from ? double(to - from) / dt : 0.0; };
+  return {{"over_s", dt},
+          {"requests_finished", per_s(a.requests_finished, b.requests_finished)},
+          {"prompt_tokens", per_s(a.prompt_tokens, b.prompt_tokens)},
+          {"generation_tokens", per_s(a.generation_tokens, b.generation_tokens)},
+          {"kv_pulled_bytes", per_s(a.kv_pulled_bytes, b.kv_pulled_bytes)}};
+}
+
+}  // namespace
+
 nlohmann::json Registry::describe(Clock::time_point now) const {
   std::lock_guard lock(mu_);
   nlohmann::json list = nlohmann::json::array();
@@ -251,7 +282,15 @@ nlohmann::json Registry::describe(Clock::time_point now) const {
                                   {"waiting", i->reported_.waiting},
                                   {"kv_tokens", i->reported_.kv_tokens_used},
                                   {"max_sequences", i->reported_.max_sequences},
-                                  {"kv_capacity_tokens", i->reported_.kv_capacity_tokens}}},
+                                  {"kv_capacity_tokens", i->reported_.kv_capacity_tokens},
+                                  {"requests_finished", i->reported_.requests_finished},
+                                  {"prompt_tokens", i->reported_.prompt_tokens},
+                                  {"generation_tokens", i->reported_.generation_tokens},
+                                  {"kv_pulls", i->reported_.kv_pulls},
+                                  {"kv_pulled_bytes", i->reported_.kv_pulled_bytes},
+                                  {"started_unix_s", i->reported_.started_unix_s}}},
+                    {"rates", rates(i->recent_)},
+                    {"restarts", i->restarts_},
                     {"prefill_model", {{"observations", i->prefill_model_.observations()},
                                        {"fixed_s", fit.fixed_s},
                                        {"per_token_s", fit.per_token_s},

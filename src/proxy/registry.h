@@ -7,6 +7,7 @@
 // one removed mid-request stays valid until they are done with it.
 #include <chrono>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,9 @@ struct HealthReport {
   int64_t kv_capacity_tokens = 0;
   int32_t running = 0, waiting = 0;
   int64_t kv_tokens_used = 0;
+  // Counters since the instance started, and when it started (a new value is a restart).
+  uint64_t requests_finished = 0, prompt_tokens = 0, generation_tokens = 0, kv_pulls = 0, kv_pulled_bytes = 0;
+  double started_unix_s = 0;
 };
 // Reads a /health body; fields it lacks stay 0.
 HealthReport parse_health_report(const nlohmann::json& body);
@@ -84,6 +88,9 @@ class Instance {
   int consecutive_failures_ = 0;
   std::optional<Clock::time_point> open_until_;
   HealthReport reported_;
+  int64_t restarts_ = 0;  // new start times its probes reported
+  // The reports of the last kRateSpan since its last start, oldest first: its rates.
+  std::deque<std::pair<Clock::time_point, HealthReport>> recent_;
   routing::InstanceLoad routed_;  // what the proxy has in flight there
   routing::PrefillLatencyModel prefill_model_;
 };
@@ -113,7 +120,9 @@ class Registry {
   std::vector<InstancePtr> all() const;
 
   // Health: a probe's answer (nullopt: it failed), and a leg's outcome.
-  void report_probe(Instance& instance, const std::optional<HealthReport>& report);
+  void report_probe(Instance& instance, const std::optional<HealthReport>& report, Clock::time_point now = Clock::now());
+  // Rates in describe() are taken over the probes' reports of this last span.
+  static constexpr std::chrono::seconds kRateSpan{10};
   // unreachable: the leg got no answer at all (refused, reset). A rank of an
   // expert-parallel group in that state is down until its probe answers again: its group
   // cannot serve without it, so it goes out of routing whole at once.

@@ -4,6 +4,7 @@
 #include "engine/metrics.h"
 #include "server/json_fields.h"
 #include "server/api_error.h"
+#include "server/expert_state.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace moe::server {
@@ -19,7 +20,9 @@ asio::awaitable<void> send(http::Exchange& ex, http::Response res) { co_await ex
 }  // namespace
 
 OpenAiServer::OpenAiServer(AsyncEngine& engine, ApiConfig config, disagg::KvAgent* agent)
-    : engine_(engine), config_(std::move(config)), agent_(agent), prompter_(engine.tokenizer(), config_.chat_template), created_(unix_now()) {}
+    : engine_(engine), config_(std::move(config)), agent_(agent), prompter_(engine.tokenizer(), config_.chat_template),
+      created_(unix_now()),
+      started_unix_s_(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
 
 http::Response OpenAiServer::http_error(http::Status status, const std::string& message) {
   return error_response(server::http_error(status, message));
@@ -36,8 +39,9 @@ http::Router OpenAiServer::router() {
   r.add(V::post, "/internal/kv/release", [this](http::Exchange& ex) { return release_lease(ex); });
   r.add(V::get, "/internal/kv/blocks", [this](http::Exchange& ex) { return kv_blocks(ex); });
   r.add(V::get, "/metrics", [this](http::Exchange& ex) { return send(ex, metrics()); });
-  if (config_.expert_load) {
+  if (config_.expert_parallel) {
     r.add(V::get, "/admin/expert-trace", [this](http::Exchange& ex) { return send(ex, expert_trace(ex.request())); });
+    r.add(V::get, "/admin/expert-state", [this](http::Exchange& ex) { return send(ex, expert_state(ex.request())); });
   }
   r.add(V::post, "/tokenize", [this](http::Exchange& ex) { return send(ex, tokenize(ex.request())); });
   r.add(V::post, "/detokenize", [this](http::Exchange& ex) { return send(ex, detokenize(ex.request())); });
@@ -79,6 +83,15 @@ http::Response OpenAiServer::health() const {
   const EngineMetrics m = engine_.metrics();
   const AsyncEngineConfig& c = engine_.config();
   const int64_t block = c.engine.block_size;
+  uint64_t finished = 0;
+  for (const uint64_t n : m.request_success_total) finished += n;
+  const disagg::KvAgent::PullTotals pulled = agent_ ? agent_->pull_totals() : disagg::KvAgent::PullTotals{};
+  // Counters since the start, from which a router or a dashboard takes rates.
+  const Json totals{{"requests_finished", finished},
+                    {"prompt_tokens", m.prompt_tokens_total},
+                    {"generation_tokens", m.generation_tokens_total},
+                    {"kv_pulls", pulled.pulls},
+                    {"kv_pulled_bytes", pulled.bytes}};
   return json_response(Json{{"status", "ok"},
                             {"engine_id", config_.engine_id},
                             {"role", disagg::role_name(config_.role)},
@@ -89,6 +102,8 @@ http::Response OpenAiServer::health() const {
                             {"load", {{"running", m.num_requests_running},
                                       {"waiting", m.num_requests_waiting},
                                       {"kv_tokens", m.kv_blocks_used * block}}},
+                            {"totals", totals},
+                            {"started_unix_s", started_unix_s_},
                             {"kv_events", config_.kv_events_endpoint.empty() ? Json() : Json(config_.kv_events_endpoint)}});
 }
 
@@ -143,11 +158,20 @@ http::Response OpenAiServer::expert_trace(const http::Request& req) const {
   } catch (const ApiError& e) {
     return error_response(e);
   }
-  const placement::Trace t = config_.expert_load->window();
+  const placement::Trace t = config_.expert_parallel->load().window();
   http::Response res{http::Status::ok, 11};
   res.set(http::Field::content_type, "application/octet-stream");
   res.body() = npy_f32_bytes({t.steps, t.layers, t.experts}, t.load.data());
   return res;
+}
+
+http::Response OpenAiServer::expert_state(const http::Request& req) const {
+  try {
+    check_api_key(req);
+  } catch (const ApiError& e) {
+    return error_response(e);
+  }
+  return json_response(expert_state_json(*config_.expert_parallel));
 }
 
 http::Response OpenAiServer::metrics() const {

@@ -11,7 +11,7 @@
 #include "disagg/kv_agent.h"
 #include "engine/async_engine.h"
 #include "http/router.h"
-#include "moe/expert_load.h"
+#include "moe/expert_parallel.h"
 #include "server/prompts.h"
 #include "server/protocol.h"
 #include "server/responses.h"
@@ -28,8 +28,10 @@ struct ApiConfig {
   disagg::Role role = disagg::Role::kBoth;
   std::string engine_id;          // in /health and /v1/models
   std::string kv_events_endpoint;  // in /health, for a router to subscribe to; empty: none
-  // An expert-parallel rank's recorder: GET /admin/expert-trace serves its window.
-  const ExpertLoadRecorder* expert_load = nullptr;
+  // An expert-parallel rank: GET /admin/expert-trace serves its load window and
+  // GET /admin/expert-state the dashboard's view of the group (only its thread-safe parts
+  // are read: load() and view()).
+  const ExpertParallel* expert_parallel = nullptr;
 };
 
 class OpenAiServer {
@@ -45,6 +47,7 @@ class OpenAiServer {
  private:
   asio::awaitable<void> generate(http::Exchange& ex, Api api);
   http::Response expert_trace(const http::Request& req) const;
+  http::Response expert_state(const http::Request& req) const;
   // The decode leg of a hand-off: reserve blocks, pull the prompt's KV from the prefill
   // instance (or recompute, as --kv-load-failure-policy says), then answer the rest.
   asio::awaitable<void> generate_decode_leg(http::Exchange& ex, std::vector<int32_t> prompt, GenerationFields gen, ResponseMeta meta);
@@ -74,6 +77,7 @@ class OpenAiServer {
   disagg::KvAgent* agent_;
   Prompter prompter_;
   int64_t created_;
+  double started_unix_s_;  // in /health: a router sees a restart as a new value
 };
 
 }  // namespace moe::server

@@ -1,19 +1,24 @@
 // The proxy's dashboard: GET /dashboard is the page, and GET /dashboard/state's figures
 // are the proxy's own counters (the same as /metrics) and its instances, after a 1P1D
 // deployment served streamed and whole requests, and one it refused; and headless
-// Chromium renders the page of a deployment under load, without a console message.
+// Chromium renders the page of a deployment with an expert-parallel group under load,
+// without a console message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "core/npy.h"
 #include "disagg/pd_answers.h"
 #include "disagg/pd_processes.h"
 #include "support/http_calls.h"
+#include "support/mpirun.h"
 
 namespace moe {
 namespace {
@@ -128,13 +133,82 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-TEST(PdDashboard, ChromiumRendersThePageOfADeploymentUnderLoad) {
+// DIR/skewed.gguf: the tiny model with a Zipf expert load (a few experts hot in each layer).
+std::string skewed_model() {
+  const std::string path = dir() + "/skewed.gguf";
+  if (!std::filesystem::exists(path)) {
+    const testing::CliResult r =
+        testing::run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --expert-skew 2 --out " + path);
+    if (r.status != 0) throw std::runtime_error(r.out);
+  }
+  return path;
+}
+
+std::string rank_url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
+
+bool healthy(const std::string& url) {
+  try {
+    return testing::get(url, "/health").status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Per MoE layer, the expert with the most pairs in the group's recorded trace.
+std::vector<int> hottest_experts(const std::string& rank) {
+  const NpyArray t = parse_npy(testing::get(rank, "/admin/expert-trace").body, "expert trace");
+  const int64_t steps = t.shape.at(0), layers = t.shape.at(1), experts = t.shape.at(2);
+  std::vector<int> out;
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<double> load(size_t(experts), 0.0);
+    for (int64_t s = 0; s < steps; ++s) {
+      for (int64_t e = 0; e < experts; ++e) load[size_t(e)] += t.data[size_t((s * layers + l) * experts + e)];
+    }
+    out.push_back(int(std::max_element(load.begin(), load.end()) - load.begin()));
+  }
+  return out;
+}
+
+// The part of the page from the element with id `id` to the end of its first chart.
+std::string section(const std::string& page, const std::string& id) {
+  const size_t at = page.find("id=\"" + id + "\"");
+  if (at == std::string::npos) return "";
+  return page.substr(at, page.find("</svg>", at) - at);
+}
+
+// A 1P1D deployment whose decode instance is an expert-parallel group of 2 ranks that
+// re-places its experts live, under a streaming load, rendered by headless Chromium: a row
+// per instance, points in the latency chart, the expert heatmap's hottest cell in each
+// layer the expert the group's trace makes hottest, the imbalance chart, the re-placement
+// that happened, and no console message.
+TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
   if (testing::run_command("command -v chromium >/dev/null 2>&1").status != 0) {
     GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
   }
-  const auto prefill = start("serve", "load-prefill", serve_args("prefill"));
-  const auto decode = start("serve", "load-decode", serve_args("decode"));
-  const auto proxy = start("proxy", "load-proxy", {"--port", "0", "--prefill", prefill->url(), "--decode", decode->url()});
+  if (testing::run_command("command -v mpirun >/dev/null 2>&1").status != 0) {
+    GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs it)";
+  }
+  const std::string d = dir(), model = skewed_model();
+  const auto prefill = start("serve", "load-prefill",
+                             {"--model", model, "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.05", "--role", "prefill"});
+  const int base = testing::free_port_run(2);
+  ASSERT_GT(base, 0);
+  const ServeProcess decode({"--model", model, "--port", std::to_string(base), "--ep", "2", "--threads", "1", "--role", "decode",
+                             "--served-model-name", "tiny", "--kv-cache-memory", "0.05", "--replace-interval-s", "1",
+                             "--replace-max-moves", "4"},
+                            d + "/load-decode.log", "serve", testing::mpirun_wrapper(2));
+  const std::string rank0 = rank_url(base), rank1 = rank_url(base + 1);
+  const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(healthy(rank0) && healthy(rank1)) && std::chrono::steady_clock::now() < ready_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(healthy(rank0) && healthy(rank1)) << decode.log();
+  const std::string instances = d + "/instances.yaml";
+  std::ofstream(instances) << "instances:\n"
+                           << "  - {name: prefill, role: prefill, url: " << prefill->url() << "}\n"
+                           << "  - {name: decode-rank0, role: decode, group: decode, url: " << rank0 << "}\n"
+                           << "  - {name: decode-rank1, role: decode, group: decode, url: " << rank1 << "}\n";
+  const auto proxy = start("proxy", "load-proxy", {"--port", "0", "--config", instances});
   const std::string url = proxy->url();
 
   // Streams one after another while the browser polls.
@@ -142,39 +216,60 @@ TEST(PdDashboard, ChromiumRendersThePageOfADeploymentUnderLoad) {
   std::atomic<int> served{0};
   std::thread load([&] {
     for (int i = 0; !stop; ++i) {
-      json body{{"model", "tiny"}, {"prompt", testing::words(16, i)}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}};
+      json body{{"model", "tiny"}, {"prompt", testing::words(16, i)}, {"max_tokens", 16}, {"temperature", 0}, {"stream", true}};
       if (testing::ask(url, "/v1/completions", body).status == 200) ++served;
     }
   });
-  while (served < 4) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Enough steps for a steady heatmap, and a re-placement switched in.
+  bool replaced = false;
+  const auto replaced_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!replaced && std::chrono::steady_clock::now() < replaced_by) {
+    const json s = testing::get(rank0, "/admin/expert-state").json();
+    for (const json& e : s["replacements"]) replaced |= e["switched"].get<bool>();
+    replaced = replaced && s["window"]["steps"].get<int64_t>() >= 400;
+    if (!replaced) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 
-  const std::string d = dir();
   const std::string chrome = "timeout 90 chromium --headless=new --no-sandbox --disable-gpu --user-data-dir=" + d +
-                             "/chrome --window-size=1400,1000 --enable-logging=stderr --v=0 --virtual-time-budget=6000 ";
+                             "/chrome --window-size=1400,1250 --enable-logging=stderr --v=0 --virtual-time-budget=6000 ";
   const testing::CliResult dom = testing::run_command(chrome + "--dump-dom " + url + "/dashboard 2>" + d + "/chrome.err");
   const testing::CliResult shot =
       testing::run_command(chrome + "--screenshot=" + d + "/dashboard.png " + url + "/dashboard >/dev/null 2>>" + d + "/chrome.err");
   stop = true;
   load.join();
+  ASSERT_TRUE(replaced) << "no re-placement within 60 s\n" << decode.log();
   ASSERT_EQ(dom.status, 0) << read_file(d + "/chrome.err");
   EXPECT_EQ(shot.status, 0);
   EXPECT_TRUE(std::filesystem::exists(d + "/dashboard.png"));
+  EXPECT_GT(served, 4);
 
   const std::string& page = dom.out;
   // A row for each instance, up.
-  for (const std::string& u : {prefill->url(), decode->url()}) {
-    EXPECT_NE(page.find("<td class=\"name\">" + u + "</td>"), std::string::npos) << u << "\n" << page;
+  for (const std::string& name : {"prefill", "decode-rank0", "decode-rank1"}) {
+    EXPECT_NE(page.find("<td class=\"name\">" + std::string(name) + "</td>"), std::string::npos) << name << "\n" << page;
   }
   EXPECT_NE(page.find("<td class=\"up\">up</td>"), std::string::npos);
   // The latency chart has points, the routing table its legs, the totals the served requests.
-  const size_t ttft = page.find("id=\"chart-ttft\"");
-  ASSERT_NE(ttft, std::string::npos);
-  const size_t ttft_end = page.find("</div>", page.find("</svg>", ttft));
-  EXPECT_NE(page.substr(ttft, ttft_end - ttft).find("class=\"point\""), std::string::npos) << page;
+  EXPECT_NE(section(page, "chart-ttft").find("class=\"point\""), std::string::npos) << page;
   EXPECT_NE(page.find("<td class=\"text\">prefill</td>"), std::string::npos);
   EXPECT_NE(page.find("<td class=\"text\">decode</td>"), std::string::npos);
   EXPECT_NE(page.find("requests answered 200"), std::string::npos);
   EXPECT_NE(page.find("<div id=\"status\">policy cost;"), std::string::npos) << page;
+
+  // The expert view: each layer's hottest cell is the trace's hottest expert.
+  const std::string heat = section(page, "ep-0-load");
+  ASSERT_FALSE(heat.empty()) << page;
+  const std::vector<int> hottest = hottest_experts(rank1);
+  const std::regex hot(R"re(class="cell hot" data-layer="(\d+)" data-column="(\d+)")re");
+  std::map<int, int> shown;
+  for (auto it = std::sregex_iterator(heat.begin(), heat.end(), hot); it != std::sregex_iterator(); ++it) {
+    shown[std::stoi((*it)[1])] = std::stoi((*it)[2]);
+  }
+  ASSERT_EQ(shown.size(), hottest.size()) << heat;
+  for (size_t l = 0; l < hottest.size(); ++l) EXPECT_EQ(shown[int(l)], hottest[l]) << "layer " << l << "\n" << heat;
+  EXPECT_NE(section(page, "ep-0-ranks").find("class=\"cell hot\""), std::string::npos) << page;
+  EXPECT_NE(section(page, "ep-0-imbalance").find("class=\"point\""), std::string::npos) << page;
+  EXPECT_NE(page.find("switched at step"), std::string::npos) << page;
   // The page logs nothing: no script error, no failed request.
   const std::string log = read_file(d + "/chrome.err");
   EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "core/npy.h"
@@ -174,6 +175,64 @@ TEST(EpServe, Qwen3MoeFourRanksAnswerLikeOneProcess) { expect_group_answers_like
 
 TEST(EpServe, Qwen3MoeOneRankAnswersLikeOneProcess) { expect_group_answers_like_one_process(model_file("qwen3moe"), 1); }
 
+// GET /admin/expert-state after re-placements from `initial`: both ranks show the same
+// group, whose load is the trace's, whose pairs computed are the pairs routed, whose
+// replicas changed from `initial`, and whose re-placements moved experts within the bound
+// and no more bytes than the ranks' counters say they copied (each copy counted by both
+// sides: `moved_both_sides`).
+void expect_expert_state(int base, const nlohmann::json& initial, double moved_both_sides) {
+  const nlohmann::json a = testing::get(url(base), "/admin/expert-state").json();
+  const nlohmann::json b = testing::get(url(base + 1), "/admin/expert-state").json();
+  EXPECT_EQ(a["rank"], 0);
+  EXPECT_EQ(b["rank"], 1);
+  EXPECT_EQ(a["ranks"], 2);
+  EXPECT_EQ(a["replicas"], b["replicas"]);
+  EXPECT_EQ(a["replacement"]["max_moves"], 4);
+  const nlohmann::json& w = a["window"];
+  const int64_t layers = a["moe_layers"], experts = a["experts"];
+  ASSERT_EQ(w["load"].size(), size_t(layers));
+  ASSERT_EQ(w["rank_pairs"].size(), size_t(layers));
+  double routed = 0, computed = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    ASSERT_EQ(w["load"][l].size(), size_t(experts));
+    for (const auto& v : w["load"][l]) routed += v.get<double>();
+    for (const auto& v : w["rank_pairs"][l]) computed += v.get<double>();
+  }
+  EXPECT_GT(routed, 0);
+  EXPECT_EQ(routed, computed);
+  const NpyArray trace = parse_npy(testing::get(url(base), "/admin/expert-trace").body, "expert trace");
+  double traced = 0;
+  for (const float v : trace.data) traced += v;
+  EXPECT_EQ(traced, routed) << "the idle group's window changed between the two calls";
+
+  // The initial placement as [layer][rank] -> experts held.
+  nlohmann::json held = nlohmann::json::array();
+  for (const nlohmann::json& l : initial["layers"]) {
+    std::vector<std::set<int>> on(2);
+    for (size_t s = 0; s < l["slots"].size(); ++s) on[l["devices"][s].get<size_t>()].insert(l["slots"][s].get<int>());
+    held.push_back({std::vector<int>(on[0].begin(), on[0].end()), std::vector<int>(on[1].begin(), on[1].end())});
+  }
+  ASSERT_EQ(a["replicas"].size(), held.size());
+  EXPECT_NE(a["replicas"], held) << "no replica moved";
+  int switched = 0;
+  double bytes = 0;
+  for (const nlohmann::json& e : a["replacements"]) {
+    EXPECT_GT(e["moves"].get<int64_t>(), 0) << e.dump();
+    EXPECT_LE(e["moves"].get<int64_t>(), 4) << e.dump();
+    EXPECT_GT(e["bytes"].get<double>(), 0) << e.dump();
+    EXPECT_GT(e["balance_after"].get<double>(), e["balance_before"].get<double>()) << e.dump();
+    if (e["switched"].get<bool>()) {
+      ++switched;
+      bytes += e["bytes"].get<double>();
+      EXPECT_GE(e["switched_step"].get<int64_t>(), e["planned_step"].get<int64_t>());
+    }
+  }
+  EXPECT_GE(switched, 1) << a.dump();
+  EXPECT_LE(bytes, moved_both_sides / 2);
+  EXPECT_EQ(a["periods"]["period_s"], 2.0);
+  EXPECT_FALSE(a["periods"]["series"].empty());
+}
+
 // From a poor placement, the group re-places its experts while it serves (a plan asked for
 // every 10 ms): answers before and after the switches are a single process's.
 TEST(EpServe, LiveRePlacementWhileServingKeepsTheAnswers) {
@@ -199,9 +258,10 @@ TEST(EpServe, LiveRePlacementWhileServingKeepsTheAnswers) {
   ASSERT_GE(switched, 1) << group.log();
   const std::string page = testing::get(url(base + 1), "/metrics").body;
   EXPECT_GE(testing::metric(page, "ep_replacements_total"), 1) << page;
-  EXPECT_GT(testing::metric(testing::get(url(base), "/metrics").body, "ep_expert_bytes_moved_total") +
-                testing::metric(page, "ep_expert_bytes_moved_total"),
-            0);
+  const double moved = testing::metric(testing::get(url(base), "/metrics").body, "ep_expert_bytes_moved_total") +
+                       testing::metric(page, "ep_expert_bytes_moved_total");
+  EXPECT_GT(moved, 0);
+  expect_expert_state(base, testing::lopsided_placement(2, 2), moved);
   expect_answers(base, 2, model, want);
   expect_clean_stop(group, 2);
 }

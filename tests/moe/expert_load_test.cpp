@@ -1,6 +1,6 @@
 // The expert-load recorder's window: steps kept oldest first, the oldest dropped past the
 // capacity, steps recorded but not yet synced left out of it, the computed pairs and how
-// unevenly the ranks computed them.
+// unevenly the ranks computed them, in all and per 2 s period.
 #include "moe/expert_load.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,47 @@ TEST(ExpertLoadRecorder, ImbalanceIsTheLayersPeaksOverTheirMeans) {
   // Layer 0: ranks carry 3 and 1; layer 1: 2 and 2. Peaks 3 + 2, means 2 + 2.
   EXPECT_DOUBLE_EQ(layer_imbalance({3, 1, 2, 2}, 2, 2), 5.0 / 4.0);
   EXPECT_DOUBLE_EQ(layer_imbalance({0, 0, 0, 0}, 2, 2), 0.0);
+  EXPECT_EQ(per_layer_imbalance({3, 1, 2, 2, 0, 0}, 3, 2), (std::vector<double>{1.5, 1.0, 0.0}));
+}
+
+TEST(ExpertLoadRecorder, SyncedStepsLandInTheirWallClockPeriod) {
+  SoloComm comm;
+  ExpertLoadRecorder rec(2, 4, 1, 64);
+  const auto at = [](double s) {
+    return ExpertLoadRecorder::WallClock::time_point(std::chrono::duration_cast<ExpertLoadRecorder::WallClock::duration>(
+        std::chrono::duration<double>(s)));
+  };
+  const auto steps = [&](int n, int64_t pairs) {
+    for (int i = 0; i < n; ++i) {
+      rec.add_computed(0, pairs);
+      rec.add_computed(1, 2 * pairs);
+      rec.end_step();
+    }
+  };
+  steps(3, 1);
+  rec.sync(comm, at(1000.5));
+  steps(2, 1);
+  rec.sync(comm, at(1001.9));  // the same period, [1000, 1002)
+  steps(4, 5);
+  rec.sync(comm, at(1002.0));
+  const std::vector<LoadPeriod> p = rec.periods();
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].start_unix_s, 1000.0);
+  EXPECT_EQ(p[0].steps, 5);
+  EXPECT_EQ(p[0].rank_pairs, (std::vector<int64_t>{5, 10}));
+  EXPECT_EQ(p[1].start_unix_s, 1002.0);
+  EXPECT_EQ(p[1].steps, 4);
+  EXPECT_EQ(p[1].rank_pairs, (std::vector<int64_t>{20, 40}));
+
+  // Only the last kPeriods periods are kept.
+  for (size_t i = 0; i < ExpertLoadRecorder::kPeriods + 5; ++i) {
+    steps(1, 1);
+    rec.sync(comm, at(2000.0 + 2.0 * double(i)));
+  }
+  const std::vector<LoadPeriod> kept = rec.periods();
+  ASSERT_EQ(kept.size(), ExpertLoadRecorder::kPeriods);
+  EXPECT_EQ(kept.front().start_unix_s, 2010.0);
+  EXPECT_EQ(kept.back().start_unix_s, 2000.0 + 2.0 * double(ExpertLoadRecorder::kPeriods + 4));
 }
 
 }  // namespace

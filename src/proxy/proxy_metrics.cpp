@@ -7,6 +7,16 @@ namespace moe::proxy {
 
 const char* leg_name(Leg leg) { return leg == Leg::kPrefill ? "prefill" : "decode"; }
 
+dashboard::RequestPhases phases_of(const RequestTrace& trace, http::Clock::time_point finished) {
+  const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  dashboard::RequestPhases p;
+  if (trace.prefill_done_at()) p.prefill_s = seconds(*trace.prefill_done_at() - trace.arrived());
+  if (trace.prefill_done_at() && trace.decode_started_at()) p.handoff_s = seconds(*trace.decode_started_at() - *trace.prefill_done_at());
+  p.e2e_s = seconds(finished - trace.arrived());
+  for (const nlohmann::json& e : trace.events()) p.retries += e.value("event", "") == "retry" ? 1 : 0;
+  return p;
+}
+
 // vLLM's buckets (as the engine's), so the same dashboards and alert thresholds apply.
 ProxyMetrics::ProxyMetrics()
     : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
@@ -27,7 +37,7 @@ void ProxyMetrics::observe_phases(const RequestTrace& trace) {
   }
   const http::Clock::time_point now = http::Clock::now();
   e2e_.observe(seconds(now - trace.arrived()));
-  window_.finished(now, trace);
+  window_.finished(now, phases_of(trace, now));
 }
 
 void ProxyMetrics::count_request(int status) {

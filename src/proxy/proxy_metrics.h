@@ -8,13 +8,16 @@
 #include <string>
 
 #include "core/prometheus.h"
-#include "proxy/metrics_window.h"
+#include "dashboard/metrics_window.h"
 #include "proxy/request_trace.h"
 
 namespace moe::proxy {
 
 enum class Leg { kPrefill, kDecode };
 const char* leg_name(Leg leg);  // "prefill", "decode"
+// A finished request's phases for the dashboard's window, from its trace: the prefill and
+// hand-off phases, end to end, and its legs' retries (the trace's "retry" events).
+dashboard::RequestPhases phases_of(const RequestTrace& trace, http::Clock::time_point finished);
 
 // The status counted for a request whose client left before it got an answer (nginx's).
 constexpr int kClientClosed = 499;
@@ -47,7 +50,7 @@ class ProxyMetrics {
   uint64_t leg_failures_[2] = {0, 0};
   uint64_t resumes_ = 0;
   Histogram ttft_, tpot_, prefill_, handoff_, e2e_;
-  MetricsWindow window_;
+  dashboard::MetricsWindow window_;
 };
 
 }  // namespace moe::proxy

@@ -3,7 +3,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
 
-#include "proxy/dashboard_page.h"
+#include "dashboard/dashboard_page.h"
 #include "proxy/expert_views.h"
 #include "proxy/request_estimate.h"
 #include "proxy/stream_relay.h"
@@ -300,7 +300,7 @@ asio::awaitable<void> ProxyServer::dashboard(http::Exchange& ex) {
   http::Response res{http::Status::ok, 11};
   res.set(http::Field::content_type, "text/html; charset=utf-8");
   res.set(http::Field::cache_control, "no-store");
-  res.body() = std::string(dashboard_page());
+  res.body() = std::string(dashboard::dashboard_page());
   co_await ex.respond(std::move(res));
 }
 

@@ -63,6 +63,12 @@ HealthReport parse_health_report(const nlohmann::json& body) {
   return r;
 }
 
+std::vector<std::string> health_rate_names() { return {"requests_finished", "prompt_tokens", "generation_tokens", "kv_pulled_bytes"}; }
+
+std::vector<uint64_t> health_rate_values(const HealthReport& r) {
+  return {r.requests_finished, r.prompt_tokens, r.generation_tokens, r.kv_pulled_bytes};
+}
+
 Registry::Registry(const std::vector<InstanceSpec>& instances, BreakerConfig breaker, http::HttpClientOptions connections)
     : breaker_(breaker), connection_options_(connections) {
   for (const InstanceSpec& spec : instances) add(spec);
@@ -178,11 +184,10 @@ void Registry::report_probe(Instance& instance, const std::optional<HealthReport
     if (!report) return;
     if (i.reported_.started_unix_s != 0 && report->started_unix_s != i.reported_.started_unix_s) {
       ++i.restarts_;
-      i.recent_.clear();
+      i.rates_.clear();
     }
     i.reported_ = *report;
-    i.recent_.emplace_back(now, *report);
-    while (i.recent_.size() > 2 && now - i.recent_.front().first > kRateSpan) i.recent_.pop_front();
+    i.rates_.add(now, health_rate_values(*report));
     // An instance that answers its probe again is given traffic again at once.
     i.open_until_.reset();
     i.consecutive_failures_ = 0;
@@ -240,25 +245,6 @@ int32_t Registry::prefill_requests(const Instance& instance) const {
   return instance.routed_.prefill_requests;
 }
 
-namespace {
-
-// Per second over the reports kept: null until there are two.
-nlohmann::json rates(const std::deque<std::pair<Clock::time_point, HealthReport>>& recent) {
-  if (recent.size() < 2) return nullptr;
-  const auto& [t0, a] = recent.front();
-  const auto& [t1, b] = recent.back();
-  const double dt = std::chrono::duration<double>(t1 - t0).count();
-  if (dt <= 0) return nullptr;
-  const auto per_s = [dt](uint64_t from, uint64_t to) { return to >= from ? double(to - from) / dt : 0.0; };
-  return {{"over_s", dt},
-          {"requests_finished", per_s(a.requests_finished, b.requests_finished)},
-          {"prompt_tokens", per_s(a.prompt_tokens, b.prompt_tokens)},
-          {"generation_tokens", per_s(a.generation_tokens, b.generation_tokens)},
-          {"kv_pulled_bytes", per_s(a.kv_pulled_bytes, b.kv_pulled_bytes)}};
-}
-
-}  // namespace
-
 nlohmann::json Registry::describe(Clock::time_point now) const {
   std::lock_guard lock(mu_);
   nlohmann::json list = nlohmann::json::array();
@@ -289,7 +275,7 @@ nlohmann::json Registry::describe(Clock::time_point now) const {
                                   {"kv_pulls", i->reported_.kv_pulls},
                                   {"kv_pulled_bytes", i->reported_.kv_pulled_bytes},
                                   {"started_unix_s", i->reported_.started_unix_s}}},
-                    {"rates", rates(i->recent_)},
+                    {"rates", i->rates_.json()},
                     {"restarts", i->restarts_},
                     {"prefill_model", {{"observations", i->prefill_model_.observations()},
                                        {"fixed_s", fit.fixed_s},

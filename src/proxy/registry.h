@@ -7,7 +7,6 @@
 // one removed mid-request stays valid until they are done with it.
 #include <chrono>
 #include <functional>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/prometheus.h"
+#include "dashboard/counter_rates.h"
 #include "http/types.h"
 #include "proxy/backends.h"
 #include "proxy/policy/instance_view.h"
@@ -66,6 +66,9 @@ struct HealthReport {
 };
 // Reads a /health body; fields it lacks stay 0.
 HealthReport parse_health_report(const nlohmann::json& body);
+// The totals of a report whose rates describe() gives, and their values in that order.
+std::vector<std::string> health_rate_names();
+std::vector<uint64_t> health_rate_values(const HealthReport& r);
 
 class Instance {
  public:
@@ -89,8 +92,7 @@ class Instance {
   std::optional<Clock::time_point> open_until_;
   HealthReport reported_;
   int64_t restarts_ = 0;  // new start times its probes reported
-  // The reports of the last kRateSpan since its last start, oldest first: its rates.
-  std::deque<std::pair<Clock::time_point, HealthReport>> recent_;
+  dashboard::CounterRates rates_{health_rate_names()};  // of the reported totals, since its last start
   routing::InstanceLoad routed_;  // what the proxy has in flight there
   routing::PrefillLatencyModel prefill_model_;
 };
@@ -121,8 +123,6 @@ class Registry {
 
   // Health: a probe's answer (nullopt: it failed), and a leg's outcome.
   void report_probe(Instance& instance, const std::optional<HealthReport>& report, Clock::time_point now = Clock::now());
-  // Rates in describe() are taken over the probes' reports of this last span.
-  static constexpr std::chrono::seconds kRateSpan{10};
   // unreachable: the leg got no answer at all (refused, reset). A rank of an
   // expert-parallel group in that state is down until its probe answers again: its group
   // cannot serve without it, so it goes out of routing whole at once.

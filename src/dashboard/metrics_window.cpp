@@ -1,18 +1,17 @@
-#include "proxy/metrics_window.h"
+#include "dashboard/metrics_window.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "proxy/request_trace.h"
 
-namespace moe::proxy {
+namespace moe::dashboard {
 
 namespace {
 
 // Enough for the quantiles of a busy period without letting one grow without bound.
 constexpr size_t kMaxKept = 4096;
 
-double seconds(http::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 double quantile(std::vector<double>& v, double q) {
   const size_t k = std::min(v.size() - 1, size_t(std::floor(q * double(v.size()))));
@@ -22,7 +21,7 @@ double quantile(std::vector<double>& v, double q) {
 
 }  // namespace
 
-MetricsWindow::MetricsWindow(http::Clock::time_point start, std::chrono::milliseconds period, size_t periods)
+MetricsWindow::MetricsWindow(Clock::time_point start, std::chrono::milliseconds period, size_t periods)
     : start_(start), period_(period), periods_(periods) {}
 
 void MetricsWindow::Samples::add(double v) {
@@ -42,7 +41,7 @@ const nlohmann::json& MetricsWindow::Samples::json() {
   return summary;
 }
 
-MetricsWindow::Period& MetricsWindow::at(http::Clock::time_point t) {
+MetricsWindow::Period& MetricsWindow::at(Clock::time_point t) {
   const int64_t index = std::max<int64_t>(0, (t - start_) / period_);
   // Observations come from several threads, so one may be a moment late: it goes to the
   // period it belongs to, or to the oldest kept when that one is gone.
@@ -57,31 +56,28 @@ MetricsWindow::Period& MetricsWindow::at(http::Clock::time_point t) {
   return *std::lower_bound(window_.begin(), window_.end(), index, [](const Period& p, int64_t i) { return p.index < i; });
 }
 
-void MetricsWindow::request(http::Clock::time_point at_time, int status) {
+void MetricsWindow::request(Clock::time_point at_time, int status) {
   Period& p = at(at_time);
   ++p.requests;
   if (status >= 400) ++p.errors;
 }
 
-void MetricsWindow::ttft(http::Clock::time_point t, double s) { at(t).ttft.add(s); }
-void MetricsWindow::tpot(http::Clock::time_point t, double s) { at(t).tpot.add(s); }
+void MetricsWindow::ttft(Clock::time_point t, double s) { at(t).ttft.add(s); }
+void MetricsWindow::tpot(Clock::time_point t, double s) { at(t).tpot.add(s); }
 
-void MetricsWindow::leg_failure(http::Clock::time_point t) { ++at(t).leg_failures; }
-void MetricsWindow::resume(http::Clock::time_point t) { ++at(t).resumes; }
+void MetricsWindow::leg_failure(Clock::time_point t) { ++at(t).leg_failures; }
+void MetricsWindow::resume(Clock::time_point t) { ++at(t).resumes; }
 
-void MetricsWindow::finished(http::Clock::time_point t, const RequestTrace& trace) {
+void MetricsWindow::finished(Clock::time_point t, const RequestPhases& phases) {
   Period& p = at(t);
-  if (trace.prefill_done_at()) p.prefill.add(seconds(*trace.prefill_done_at() - trace.arrived()));
-  if (trace.prefill_done_at() && trace.decode_started_at()) p.handoff.add(seconds(*trace.decode_started_at() - *trace.prefill_done_at()));
-  p.e2e.add(seconds(t - trace.arrived()));
-  for (const nlohmann::json& e : trace.events()) {
-    if (e.value("event", "") != "retry") continue;
-    ++p.retries;
-    ++retries_;
-  }
+  if (phases.prefill_s) p.prefill.add(*phases.prefill_s);
+  if (phases.handoff_s) p.handoff.add(*phases.handoff_s);
+  p.e2e.add(phases.e2e_s);
+  p.retries += phases.retries;
+  retries_ += phases.retries;
 }
 
-nlohmann::json MetricsWindow::json(http::Clock::time_point now) {
+nlohmann::json MetricsWindow::json(Clock::time_point now) {
   (void)at(now);  // the current period, even when nothing happened in it yet
   nlohmann::json series = nlohmann::json::array();
   for (Period& p : window_) {
@@ -100,4 +96,4 @@ nlohmann::json MetricsWindow::json(http::Clock::time_point now) {
   return {{"period_s", seconds(period_)}, {"uptime_s", seconds(now - start_)}, {"series", series}, {"retries", retries_}};
 }
 
-}  // namespace moe::proxy
+}  // namespace moe::dashboard

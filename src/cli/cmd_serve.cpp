@@ -209,7 +209,8 @@ void register_serve(CLI::App& app) {
       "  moengine serve --model models/tiny.gguf --chat-template tests/server/synthetic_chat_template.jinja\n"
       "--chat-template serves /v1/chat/completions for a model without a template of its own, or overrides it.\n"
       "Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics,\n"
-      "POST /tokenize, POST /detokenize (docs/api.md). The line 'serving NAME on http://HOST:PORT' on stdout\n"
+      "POST /tokenize, POST /detokenize, GET /dashboard (a live page of this instance; docs/dashboard.md), and\n"
+      "under --ep GET /admin/expert-trace and /admin/expert-state (docs/api.md). The line 'serving NAME on http://HOST:PORT' on stdout\n"
       "says it is ready (with --port 0 it names the port chosen). SIGINT or SIGTERM stops it: requests in\n"
       "flight are aborted and their connections closed.");
   add_model_options(*cmd, args->model);

@@ -2,6 +2,8 @@
 
 namespace moe::dashboard {
 
+std::vector<std::string> health_rate_names() { return {"requests_finished", "prompt_tokens", "generation_tokens", "kv_pulled_bytes"}; }
+
 CounterRates::CounterRates(std::vector<std::string> names, std::chrono::seconds span) : names_(std::move(names)), span_(span) {}
 
 void CounterRates::add(Clock::time_point t, std::vector<uint64_t> values) {

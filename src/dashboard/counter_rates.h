@@ -11,6 +11,9 @@
 
 namespace moe::dashboard {
 
+// The totals of an instance's /health (docs/api.md) whose rates the dashboard shows.
+std::vector<std::string> health_rate_names();
+
 class CounterRates {
  public:
   using Clock = std::chrono::steady_clock;

@@ -45,6 +45,7 @@ asio::awaitable<bool> Exchange::timed_write(Op op) {
 asio::awaitable<void> Exchange::respond(Response response) {
   if (state_ != State::kNone) throw std::logic_error("Exchange::respond: a response was already started");
   state_ = State::kDone;
+  status_ = int(response.result_int());
   keep_alive_ = request_.keep_alive() && response.keep_alive();
   response.version(request_.version());
   response.keep_alive(keep_alive_);
@@ -58,6 +59,7 @@ asio::awaitable<void> Exchange::respond(Response response) {
 asio::awaitable<bool> Exchange::start_events() {
   if (state_ != State::kNone) throw std::logic_error("Exchange::start_events: a response was already started");
   state_ = State::kStreaming;
+  status_ = 200;
   bhttp::response<bhttp::empty_body> head{Status::ok, request_.version()};
   head.set(Field::server, "moengine");
   head.set(Field::content_type, "text/event-stream");

@@ -54,6 +54,8 @@ class Exchange {
   }
 
   bool responded() const { return state_ != State::kNone; }
+  // The status sent (200 for a stream); 0 before any.
+  int status() const { return status_; }
   bool client_gone() const { return client_gone_; }
   // Whether the connection can carry another request after this one.
   bool reusable() const;
@@ -73,6 +75,7 @@ class Exchange {
   Request request_;
   const ServerConfig& config_;
   State state_ = State::kNone;
+  int status_ = 0;
   bool chunked_;
   bool client_gone_ = false;
   bool keep_alive_ = true;

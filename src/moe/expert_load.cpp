@@ -17,7 +17,8 @@ ExpertLoadRecorder::ExpertLoadRecorder(int64_t layers, int64_t experts, int32_t 
       computed_(size_t(kSyncSteps * layers), 0),
       load_(size_t(capacity * layers * experts), 0.0f),
       rank_computed_(size_t(capacity * layers * ranks), 0),
-      window_pairs_(size_t(layers * ranks), 0) {
+      window_pairs_(size_t(layers * ranks), 0),
+      window_load_(size_t(layers * experts), 0) {
   if (capacity < 1) fail("the expert-load window must hold at least one step");
 }
 
@@ -53,6 +54,9 @@ void ExpertLoadRecorder::sync(EpComm& comm, WallClock::time_point now) {
   const int64_t row = layers_ * experts_;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t slot = (head_ + filled_) % capacity_;
+    for (int64_t j = 0; j < row; ++j) {
+      window_load_[size_t(j)] += routed[size_t(t * row + j)] - int64_t(load_[size_t(slot * row + j)]);
+    }
     std::copy_n(routed.begin() + t * row, row, load_.begin() + slot * row);
     // The step a full window drops (an empty slot holds zeros) leaves the window's sums.
     for (int64_t j = 0; j < per_step; ++j) {
@@ -97,6 +101,17 @@ placement::Trace ExpertLoadRecorder::window() const {
     std::copy_n(load_.begin() + ((head_ + i) % capacity_) * row, row, t.load.begin() + i * row);
   }
   return t;
+}
+
+std::vector<int64_t> ExpertLoadRecorder::window_load(int64_t* steps) const {
+  std::lock_guard lock(mu_);
+  if (steps) *steps = filled_;
+  return window_load_;
+}
+
+std::vector<int64_t> ExpertLoadRecorder::window_rank_pairs() const {
+  std::lock_guard lock(mu_);
+  return window_pairs_;
 }
 
 std::vector<std::vector<int64_t>> ExpertLoadRecorder::rank_pairs() const {

@@ -51,9 +51,13 @@ class ExpertLoadRecorder {
 
   // The group's load over the window, oldest step first: f32 [steps, layers, experts].
   placement::Trace window() const;
+  // The same summed over its steps, [layers * experts], and the steps it holds.
+  std::vector<int64_t> window_load(int64_t* steps = nullptr) const;
   // Over the window, oldest step first: the pairs each rank computed in each layer,
   // [steps][layers * ranks].
   std::vector<std::vector<int64_t>> rank_pairs() const;
+  // The same summed over the window's steps, [layers * ranks].
+  std::vector<int64_t> window_rank_pairs() const;
   // The last kPeriods periods in which steps were synced, oldest first.
   std::vector<LoadPeriod> periods() const;
   int32_t ranks() const { return ranks_; }
@@ -83,6 +87,7 @@ class ExpertLoadRecorder {
   std::vector<int64_t> rank_computed_;       // [capacity, layers, ranks]
   int64_t head_ = 0, filled_ = 0, synced_ = 0;
   std::vector<int64_t> window_pairs_;  // [layers, ranks]: rank_computed_ summed over the window
+  std::vector<int64_t> window_load_;   // [layers, experts]: load_ summed over the window
   double imbalance_ = 0.0;             // of window_pairs_, set by each sync
   std::deque<LoadPeriod> periods_;
 };

@@ -63,8 +63,6 @@ HealthReport parse_health_report(const nlohmann::json& body) {
   return r;
 }
 
-std::vector<std::string> health_rate_names() { return {"requests_finished", "prompt_tokens", "generation_tokens", "kv_pulled_bytes"}; }
-
 std::vector<uint64_t> health_rate_values(const HealthReport& r) {
   return {r.requests_finished, r.prompt_tokens, r.generation_tokens, r.kv_pulled_bytes};
 }

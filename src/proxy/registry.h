@@ -66,8 +66,7 @@ struct HealthReport {
 };
 // Reads a /health body; fields it lacks stay 0.
 HealthReport parse_health_report(const nlohmann::json& body);
-// The totals of a report whose rates describe() gives, and their values in that order.
-std::vector<std::string> health_rate_names();
+// A report's values of dashboard::health_rate_names(), in that order.
 std::vector<uint64_t> health_rate_values(const HealthReport& r);
 
 class Instance {
@@ -92,7 +91,7 @@ class Instance {
   std::optional<Clock::time_point> open_until_;
   HealthReport reported_;
   int64_t restarts_ = 0;  // new start times its probes reported
-  dashboard::CounterRates rates_{health_rate_names()};  // of the reported totals, since its last start
+  dashboard::CounterRates rates_{dashboard::health_rate_names()};  // of the reported totals, since its last start
   routing::InstanceLoad routed_;  // what the proxy has in flight there
   routing::PrefillLatencyModel prefill_model_;
 };

@@ -42,17 +42,11 @@ Json expert_state_json(const ExpertParallel& ep) {
   const int64_t layers = rec.layers(), experts = rec.experts();
   const int32_t ranks = rec.ranks();
 
-  const placement::Trace t = rec.window();
-  std::vector<std::vector<double>> load(size_t(layers), std::vector<double>(size_t(experts), 0.0));
-  for (int64_t s = 0; s < t.steps; ++s) {
-    for (int64_t l = 0; l < layers; ++l) {
-      for (int64_t e = 0; e < experts; ++e) load[size_t(l)][size_t(e)] += t.at(s, l, e);
-    }
-  }
-  std::vector<int64_t> pairs(size_t(layers * ranks), 0);
-  for (const std::vector<int64_t>& step : rec.rank_pairs()) {
-    for (size_t j = 0; j < pairs.size(); ++j) pairs[j] += step[j];
-  }
+  int64_t steps = 0;
+  const std::vector<int64_t> summed = rec.window_load(&steps);
+  std::vector<std::vector<int64_t>> load(static_cast<size_t>(layers));
+  for (int64_t l = 0; l < layers; ++l) load[size_t(l)].assign(summed.begin() + l * experts, summed.begin() + (l + 1) * experts);
+  const std::vector<int64_t> pairs = rec.window_rank_pairs();
   std::vector<std::vector<int64_t>> device_pairs(static_cast<size_t>(layers));
   for (int64_t l = 0; l < layers; ++l) device_pairs[size_t(l)].assign(pairs.begin() + l * ranks, pairs.begin() + (l + 1) * ranks);
 
@@ -70,7 +64,7 @@ Json expert_state_json(const ExpertParallel& ep) {
           {"moe_layers", layers},
           {"experts", experts},
           {"now_unix_s", now},
-          {"window", {{"steps", t.steps},
+          {"window", {{"steps", steps},
                       {"synced_steps", rec.synced_steps()},
                       {"load", load},
                       {"rank_pairs", device_pairs},

@@ -28,7 +28,8 @@ using OutputMailbox = http::Mailbox<ChoiceOutput>;
 // never posts to a connection that is gone.
 class RunningRequest {
  public:
-  RunningRequest(AsyncEngine& engine, std::shared_ptr<OutputMailbox> mailbox) : engine_(engine), mailbox_(std::move(mailbox)) {}
+  RunningRequest(AsyncEngine& engine, std::shared_ptr<OutputMailbox> mailbox, RequestTiming& timing)
+      : engine_(engine), mailbox_(std::move(mailbox)), timing_(timing) {}
   ~RunningRequest() {
     mailbox_->close();
     for (size_t i = 0; i < ids_.size(); ++i) {
@@ -44,10 +45,12 @@ class RunningRequest {
   }
   OutputMailbox& mailbox() { return *mailbox_; }
   void mark_finished(int32_t index) { finished_[size_t(index)] = true; }
+  void saw(const RequestOutput& out) { timing_.saw(out); }
 
  private:
   AsyncEngine& engine_;
   std::shared_ptr<OutputMailbox> mailbox_;
+  RequestTiming& timing_;
   std::vector<int64_t> ids_;
   std::vector<bool> finished_;
 };
@@ -72,6 +75,7 @@ asio::awaitable<void> stream_outputs(http::Exchange& ex, RunningRequest& run, St
     if (!batch) co_return;
     std::vector<std::string> events;
     for (const ChoiceOutput& c : *batch) {
+      run.saw(c.out);
       for (std::string& e : encoder.encode(c.index, c.out)) events.push_back(std::move(e));
       if (c.out.finished) run.mark_finished(c.index);
       if (encoder.done()) break;
@@ -86,6 +90,7 @@ asio::awaitable<void> collect_outputs(http::Exchange& ex, RunningRequest& run, R
     std::optional<std::vector<ChoiceOutput>> batch = co_await ex.unless_client_gone(run.mailbox().receive());
     if (!batch) co_return;
     for (const ChoiceOutput& c : *batch) {
+      run.saw(c.out);
       collector.add(c.index, c.out);
       if (c.out.finished) run.mark_finished(c.index);
       if (collector.finished()) break;
@@ -96,7 +101,13 @@ asio::awaitable<void> collect_outputs(http::Exchange& ex, RunningRequest& run, R
 
 }  // namespace
 
-asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
+asio::awaitable<void> OpenAiServer::generate_served(http::Exchange& ex, Api api) {
+  RequestTiming timing;
+  co_await generate(ex, api, timing);
+  served_.finished(ex.status(), timing);
+}
+
+asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api, RequestTiming& timing) {
   std::optional<ApiError> error;
   Prepared p;
   try {
@@ -140,7 +151,7 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
 
   if (p.gen.kv_transfer && p.gen.kv_transfer->do_remote_prefill) {
     p.meta.continuation = true;
-    co_await generate_decode_leg(ex, std::move(p.prompt), std::move(p.gen), std::move(p.meta));
+    co_await generate_decode_leg(ex, std::move(p.prompt), std::move(p.gen), std::move(p.meta), timing);
     co_return;
   }
   if (p.gen.kv_transfer && p.gen.kv_transfer->do_remote_decode) {
@@ -156,7 +167,7 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
   }
 
   auto mailbox = std::make_shared<OutputMailbox>(co_await asio::this_coro::executor);
-  RunningRequest run(engine_, mailbox);
+  RunningRequest run(engine_, mailbox, timing);
   try {
     for (int32_t i = 0; i < p.gen.n && !error; ++i) {
       GenerateParams params = p.gen.params;
@@ -183,7 +194,7 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api) {
 }
 
 asio::awaitable<void> OpenAiServer::generate_decode_leg(http::Exchange& ex, std::vector<int32_t> prompt, GenerationFields gen,
-                                                        ResponseMeta meta) {
+                                                        ResponseMeta meta, RequestTiming& timing) {
   const disagg::Handoff& h = gen.kv_transfer->handoff;
   if (h.prompt_token_ids != prompt) {
     co_await ex.respond(error_response(invalid_value(
@@ -194,7 +205,7 @@ asio::awaitable<void> OpenAiServer::generate_decode_leg(http::Exchange& ex, std:
   }
   const auto ex_exec = co_await asio::this_coro::executor;
   auto mailbox = std::make_shared<OutputMailbox>(ex_exec);
-  RunningRequest run(engine_, mailbox);
+  RunningRequest run(engine_, mailbox, timing);
   std::optional<ApiError> error;
   std::optional<int64_t> id;
   try {

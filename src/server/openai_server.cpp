@@ -1,6 +1,7 @@
 #include "server/openai_server.h"
 
 #include "core/npy.h"
+#include "dashboard/dashboard_page.h"
 #include "engine/metrics.h"
 #include "server/json_fields.h"
 #include "server/api_error.h"
@@ -17,6 +18,14 @@ http::Response json_response(const Json& body) {
 
 asio::awaitable<void> send(http::Exchange& ex, http::Response res) { co_await ex.respond(std::move(res)); }
 
+http::Response dashboard_page_response() {
+  http::Response res{http::Status::ok, 11};
+  res.set(http::Field::content_type, "text/html; charset=utf-8");
+  res.set(http::Field::cache_control, "no-store");
+  res.body() = std::string(dashboard::dashboard_page());
+  return res;
+}
+
 }  // namespace
 
 OpenAiServer::OpenAiServer(AsyncEngine& engine, ApiConfig config, disagg::KvAgent* agent)
@@ -31,14 +40,16 @@ http::Response OpenAiServer::http_error(http::Status status, const std::string& 
 http::Router OpenAiServer::router() {
   http::Router r;
   using V = http::Verb;
-  r.add(V::post, "/v1/completions", [this](http::Exchange& ex) { return generate(ex, Api::kCompletion); });
-  r.add(V::post, "/v1/chat/completions", [this](http::Exchange& ex) { return generate(ex, Api::kChat); });
+  r.add(V::post, "/v1/completions", [this](http::Exchange& ex) { return generate_served(ex, Api::kCompletion); });
+  r.add(V::post, "/v1/chat/completions", [this](http::Exchange& ex) { return generate_served(ex, Api::kChat); });
   r.add(V::get, "/v1/models", [this](http::Exchange& ex) { return send(ex, models(ex.request())); });
   r.add(V::get, "/health", [this](http::Exchange& ex) { return send(ex, health()); });
   r.add(V::get, "/internal/kv/info", [this](http::Exchange& ex) { return send(ex, kv_info()); });
   r.add(V::post, "/internal/kv/release", [this](http::Exchange& ex) { return release_lease(ex); });
   r.add(V::get, "/internal/kv/blocks", [this](http::Exchange& ex) { return kv_blocks(ex); });
   r.add(V::get, "/metrics", [this](http::Exchange& ex) { return send(ex, metrics()); });
+  r.add(V::get, "/dashboard", [](http::Exchange& ex) { return send(ex, dashboard_page_response()); });
+  r.add(V::get, "/dashboard/state", [this](http::Exchange& ex) { return send(ex, dashboard_state()); });
   if (config_.expert_parallel) {
     r.add(V::get, "/admin/expert-trace", [this](http::Exchange& ex) { return send(ex, expert_trace(ex.request())); });
     r.add(V::get, "/admin/expert-state", [this](http::Exchange& ex) { return send(ex, expert_state(ex.request())); });
@@ -77,7 +88,9 @@ http::Response OpenAiServer::models(const http::Request& req) const {
   return json_response(Json{{"object", "list"}, {"data", Json::array({card})}});
 }
 
-http::Response OpenAiServer::health() const {
+http::Response OpenAiServer::health() const { return json_response(health_json()); }
+
+Json OpenAiServer::health_json() const {
   // Capacity and load, for a router in front: requests it takes before answering 429, and
   // KV positions in all and in use.
   const EngineMetrics m = engine_.metrics();
@@ -92,19 +105,51 @@ http::Response OpenAiServer::health() const {
                     {"generation_tokens", m.generation_tokens_total},
                     {"kv_pulls", pulled.pulls},
                     {"kv_pulled_bytes", pulled.bytes}};
-  return json_response(Json{{"status", "ok"},
-                            {"engine_id", config_.engine_id},
-                            {"role", disagg::role_name(config_.role)},
-                            {"capacity", {{"max_sequences", int64_t(c.engine.scheduler.max_num_seqs) + int64_t(c.max_waiting)},
-                                          {"kv_tokens", m.kv_blocks_total * block},
-                                          {"kv_cache_dtype", m.kv_cache_dtype},
-                                          {"kv_bytes_per_token", m.kv_bytes_per_token}}},
-                            {"load", {{"running", m.num_requests_running},
-                                      {"waiting", m.num_requests_waiting},
-                                      {"kv_tokens", m.kv_blocks_used * block}}},
-                            {"totals", totals},
-                            {"started_unix_s", started_unix_s_},
-                            {"kv_events", config_.kv_events_endpoint.empty() ? Json() : Json(config_.kv_events_endpoint)}});
+  return Json{{"status", "ok"},
+            {"engine_id", config_.engine_id},
+            {"role", disagg::role_name(config_.role)},
+            {"capacity", {{"max_sequences", int64_t(c.engine.scheduler.max_num_seqs) + int64_t(c.max_waiting)},
+                          {"kv_tokens", m.kv_blocks_total * block},
+                          {"kv_cache_dtype", m.kv_cache_dtype},
+                          {"kv_bytes_per_token", m.kv_bytes_per_token}}},
+            {"load", {{"running", m.num_requests_running},
+                      {"waiting", m.num_requests_waiting},
+                      {"kv_tokens", m.kv_blocks_used * block}}},
+            {"totals", totals},
+            {"started_unix_s", started_unix_s_},
+            {"kv_events", config_.kv_events_endpoint.empty() ? Json() : Json(config_.kv_events_endpoint)}};
+}
+
+http::Response OpenAiServer::dashboard_state() {
+  const Json h = health_json();
+  const Json& totals = h["totals"];
+  std::vector<uint64_t> counted;
+  for (const std::string& k : dashboard::health_rate_names()) counted.push_back(totals[k].get<uint64_t>());
+  const std::string group = config_.expert_parallel ? "this group" : "";
+  Json reported = h["load"];
+  reported["max_sequences"] = h["capacity"]["max_sequences"];
+  reported["kv_capacity_tokens"] = h["capacity"]["kv_tokens"];
+  reported.update(totals);
+  reported["started_unix_s"] = started_unix_s_;
+  const Json self{{"name", config_.engine_id},
+                  {"url", nullptr},
+                  {"role", disagg::role_name(config_.role)},
+                  {"group", group.empty() ? Json() : Json(group)},
+                  {"healthy", true},
+                  {"routable", true},
+                  {"breaker", nullptr},
+                  {"draining", false},
+                  {"reported", std::move(reported)},
+                  {"rates", served_.rates(std::move(counted))},
+                  {"restarts", nullptr}};
+  Json experts = Json::object();
+  if (config_.expert_parallel) experts[group] = {{"rank", config_.engine_id}, {"state", expert_state_json(*config_.expert_parallel)}};
+  http::Response res = json_response(Json{{"instances", Json::array({self})},
+                                          {"expert_groups", std::move(experts)},
+                                          {"queued_requests", h["load"]["waiting"]},
+                                          {"window", served_.window_json()}});
+  res.set(http::Field::cache_control, "no-store");
+  return res;
 }
 
 http::Response OpenAiServer::kv_info() const {

@@ -15,6 +15,7 @@
 #include "server/prompts.h"
 #include "server/protocol.h"
 #include "server/responses.h"
+#include "server/served_requests.h"
 
 namespace moe::server {
 
@@ -45,12 +46,15 @@ class OpenAiServer {
   static http::Response http_error(http::Status status, const std::string& message);
 
  private:
-  asio::awaitable<void> generate(http::Exchange& ex, Api api);
+  // A generation request, counted for the dashboard once answered.
+  asio::awaitable<void> generate_served(http::Exchange& ex, Api api);
+  asio::awaitable<void> generate(http::Exchange& ex, Api api, RequestTiming& timing);
   http::Response expert_trace(const http::Request& req) const;
   http::Response expert_state(const http::Request& req) const;
   // The decode leg of a hand-off: reserve blocks, pull the prompt's KV from the prefill
   // instance (or recompute, as --kv-load-failure-policy says), then answer the rest.
-  asio::awaitable<void> generate_decode_leg(http::Exchange& ex, std::vector<int32_t> prompt, GenerationFields gen, ResponseMeta meta);
+  asio::awaitable<void> generate_decode_leg(http::Exchange& ex, std::vector<int32_t> prompt, GenerationFields gen, ResponseMeta meta,
+                                            RequestTiming& timing);
   // The prefill/decode checks of a parsed request against this instance's role; throws
   // ApiError.
   void check_role(const GenerationFields& gen) const;
@@ -60,6 +64,9 @@ class OpenAiServer {
   // before them (docs/kv_events.md), taken at the engine's next turn.
   asio::awaitable<void> kv_blocks(http::Exchange& ex);
   http::Response health() const;
+  Json health_json() const;
+  // GET /dashboard/state: this instance alone, in the proxy's shape (docs/api.md).
+  http::Response dashboard_state();
   http::Response kv_info() const;
   // The routes that answer at once, without the engine's outputs.
   http::Response models(const http::Request& req) const;
@@ -78,6 +85,7 @@ class OpenAiServer {
   Prompter prompter_;
   int64_t created_;
   double started_unix_s_;  // in /health: a router sees a restart as a new value
+  ServedRequests served_;
 };
 
 }  // namespace moe::server

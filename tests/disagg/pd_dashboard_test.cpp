@@ -275,5 +275,79 @@ TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
   EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;
 }
 
+// A lone `moengine serve --ep 2` serves the page too: its state is the instance itself, the
+// requests it answered as its clients saw them, and its group's expert view; Chromium
+// renders it with the proxy's sections left out.
+TEST(PdDashboard, ALoneExpertParallelServeHasThePageOfItsOwn) {
+  if (testing::run_command("command -v mpirun >/dev/null 2>&1").status != 0) {
+    GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs it)";
+  }
+  const std::string d = dir();
+  const int base = testing::free_port_run(2);
+  ASSERT_GT(base, 0);
+  const ServeProcess group({"--model", skewed_model(), "--port", std::to_string(base), "--ep", "2", "--threads", "1",
+                            "--served-model-name", "tiny", "--kv-cache-memory", "0.05"},
+                           d + "/lone.log", "serve", testing::mpirun_wrapper(2));
+  const std::string rank0 = rank_url(base);
+  const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(healthy(rank0) && healthy(rank_url(base + 1))) && std::chrono::steady_clock::now() < ready_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(healthy(rank0) && healthy(rank_url(base + 1))) << group.log();
+
+  const testing::Reply page = testing::get(rank0, "/dashboard");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<title>moengine dashboard</title>"), std::string::npos);
+  constexpr int kStreamed = 3, kWhole = 2;
+  for (int i = 0; i < kStreamed + kWhole; ++i) {
+    json body{{"model", "tiny"}, {"prompt", testing::words(12, i)}, {"max_tokens", 8}, {"ignore_eos", true}, {"stream", i < kStreamed}};
+    ASSERT_EQ(testing::ask(rank0, "/v1/completions", body).status, 200);
+  }
+  ASSERT_EQ(testing::post_json(rank0, "/v1/completions", json{{"model", "tiny"}, {"prompt", "x"}, {"max_tokens", -1}}).status, 400);
+
+  const json state = testing::get(rank0, "/dashboard/state").json();
+  EXPECT_FALSE(state.contains("routing"));
+  ASSERT_EQ(state["instances"].size(), 1u);
+  const json& self = state["instances"][0];
+  EXPECT_EQ(self["role"], "both");
+  EXPECT_EQ(self["group"], "this group");
+  EXPECT_EQ(self["reported"]["requests_finished"], kStreamed + kWhole);
+  EXPECT_EQ(self["reported"]["generation_tokens"], 8 * (kStreamed + kWhole));
+  const json& totals = state["window"]["totals"]["requests_by_status"];
+  EXPECT_EQ(totals["200"], kStreamed + kWhole);
+  EXPECT_EQ(totals["400"], 1);
+  int64_t requests = 0, errors = 0, ttft = 0, tpot = 0, e2e = 0;
+  for (const json& p : state["window"]["series"]) {
+    requests += p["requests"].get<int64_t>();
+    errors += p["errors"].get<int64_t>();
+    ttft += p["ttft_s"]["n"].get<int64_t>();
+    tpot += p["tpot_s"]["n"].get<int64_t>();
+    e2e += p["e2e_s"]["n"].get<int64_t>();
+  }
+  EXPECT_EQ(requests, kStreamed + kWhole + 1);
+  EXPECT_EQ(errors, 1);
+  // Every answered request had a first token and more tokens after it.
+  EXPECT_EQ(ttft, kStreamed + kWhole);
+  EXPECT_EQ(tpot, kStreamed + kWhole);
+  EXPECT_EQ(e2e, kStreamed + kWhole);
+  const json& view = state["expert_groups"]["this group"];
+  EXPECT_EQ(view["state"]["ranks"], 2);
+  EXPECT_GT(view["state"]["window"]["synced_steps"].get<int64_t>(), 0);
+
+  if (testing::run_command("command -v chromium >/dev/null 2>&1").status != 0) {
+    GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it): the page was not rendered";
+  }
+  const testing::CliResult dom = testing::run_command("timeout 90 chromium --headless=new --no-sandbox --disable-gpu --user-data-dir=" + d +
+                                                      "/chrome-lone --enable-logging=stderr --v=0 --virtual-time-budget=3000 --dump-dom " +
+                                                      rank0 + "/dashboard 2>" + d + "/chrome-lone.err");
+  ASSERT_EQ(dom.status, 0) << read_file(d + "/chrome-lone.err");
+  EXPECT_NE(dom.out.find("<td class=\"name\">" + self["name"].get<std::string>() + "</td>"), std::string::npos) << dom.out;
+  EXPECT_NE(dom.out.find("this instance alone (no proxy)"), std::string::npos) << dom.out;
+  EXPECT_NE(dom.out.find("<div id=\"routing-section\" hidden=\"\">"), std::string::npos) << dom.out;
+  EXPECT_NE(section(dom.out, "ep-0-load").find("class=\"cell hot\""), std::string::npos) << dom.out;
+  EXPECT_NE(dom.out.find("requests answered 400"), std::string::npos) << dom.out;
+  EXPECT_EQ(read_file(d + "/chrome-lone.err").find(":CONSOLE"), std::string::npos) << read_file(d + "/chrome-lone.err");
+}
+
 }  // namespace
 }  // namespace moe

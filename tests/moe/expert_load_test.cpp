@@ -34,6 +34,11 @@ TEST(ExpertLoadRecorder, TheWindowKeepsTheLastStepsInOrder) {
   }
   EXPECT_EQ(rec.computed_total(), 20u);
   EXPECT_EQ(rec.imbalance(), 1.0);
+  // The sums over the window are those of the steps kept (2, 3 and 4), not of all five.
+  int64_t steps = 0;
+  EXPECT_EQ(rec.window_load(&steps), (std::vector<int64_t>{1, 0, 1, 4, 0, 6, 0, 0}));
+  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(rec.window_rank_pairs(), (std::vector<int64_t>{6, 6}));
 }
 
 TEST(ExpertLoadRecorder, SyncsAreDueEverySixteenSteps) {

@@ -47,6 +47,7 @@ void ProxyFront::poll_dashboard(std::chrono::milliseconds period) {
   namespace asio = boost::asio;
   std::unique_lock lock(mu_);
   while (!stop_cv_.wait_for(lock, period, [this] { return stopping_; })) {
+    if (!polling_) continue;
     lock.unlock();
     asio::io_context io;
     http::HttpClient client(http::parse_url(url()), http::HttpClientOptions{std::chrono::seconds(10)});
@@ -62,6 +63,7 @@ void ProxyFront::poll_dashboard(std::chrono::milliseconds period) {
     io.run();
     if (failure) std::rethrow_exception(failure);
     if (status != 200) fail("GET /dashboard/state answered {}", status);
+    ++polls_;
     lock.lock();
   }
 }

@@ -2,6 +2,7 @@
 // moengine's proxy (proxy::ProxyServer behind an HttpServer, as `moengine proxy` runs it)
 // in this process, in front of the stub, with the default policy (cost) and settings;
 // optionally with a client polling its GET /dashboard/state as an open dashboard does.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -26,6 +27,9 @@ class ProxyFront {
   ProxyFront& operator=(const ProxyFront&) = delete;
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
+  // With a dashboard_poll period: whether the poller GETs the state (on from the start).
+  void set_polling(bool on) { polling_ = on; }
+  size_t polls() const { return polls_; }
 
  private:
   void poll_dashboard(std::chrono::milliseconds period);
@@ -35,6 +39,8 @@ class ProxyFront {
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  std::atomic<bool> polling_{true};
+  std::atomic<size_t> polls_{0};
   std::thread poller_;
 };
 

@@ -5,7 +5,8 @@
 // and a decode instance (two legs per request, the cost of disaggregated routing), and
 // unified again while a client polls its dashboard state every 0.2 s. They
 // take turns, request by request for latency and level by level for rates, so that the
-// drift of a shared machine touches them alike.
+// drift of a shared machine touches them alike. Then the dashboard's cost within one
+// proxy: its state polled in every other block of requests (DashboardAb).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -43,6 +44,9 @@ struct Options {
   int output_tokens = 16;
   int prompt_bytes = 400;
   int threads = int(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  size_t ab_blocks = 10;
+  size_t ab_block_requests = 4000;
+  int ab_poll_ms = 2000;
   std::string json;
 };
 
@@ -94,15 +98,20 @@ class Bench {
     results_.duration_s = o.duration_s;
     results_.p99_bound_ms = o.p99_bound_ms;
     for (const char* name : kTargetNames) results_.targets.push_back(TargetResult{name, {}, {}, ""});
-    steps_ = 2 * (1 + o.concurrency.size());
+    steps_ = 2 * (2 + o.concurrency.size());
+    results_.dashboard.blocks = o.ab_blocks;
+    results_.dashboard.block_requests = o.ab_block_requests;
+    results_.dashboard.poll_ms = o.ab_poll_ms;
   }
 
   const Results& run() {
-    const double latency_s = 0.6e-3 * double(2 * kTargets * (o_.requests + o_.warmup_requests));
+    const double latency_s = 0.6e-3 * double(2 * kTargets * (o_.requests + o_.warmup_requests)) +
+                             0.45e-3 * double(2 * 2 * 2 * o_.ab_blocks * o_.ab_block_requests);
     const double ramp_s = double(2 * kTargets * o_.concurrency.size()) * (o_.duration_s + o_.warmup_s);
     fmt::print(stderr, "proxy_overhead_bench: about {:.0f} s; stub at {}, nginx at {}\n", latency_s + ramp_s, stub_.url(),
                nginx_.url());
     for (Kind kind : kKinds) latency(kind);
+    for (Kind kind : kKinds) dashboard_ab(kind);
     for (Kind kind : kKinds) {
       for (int c : o_.concurrency) {
         std::string line;
@@ -150,6 +159,50 @@ class Bench {
       line += fmt::format("  {} {:.3f}/{:.3f}", kShortNames[t], s.latency.p50_ms, s.latency.p99_ms);
     }
     progress(fmt::format("latency  {:<8} p50/p99 ms:{}", kind_name(kind), line));
+  }
+
+  // One unified proxy, polled in odd blocks and quiet in even ones, each block's requests
+  // taking turns with the direct stub's; the latencies pooled by polled or quiet.
+  void dashboard_ab(Kind kind) {
+    ProxyFront front(unified_instances(stub_.url(), 1), o_.threads, std::chrono::milliseconds(o_.ab_poll_ms));
+    std::array<LoadResult, 4> direct, proxied;  // [polled], then the quiet blocks' halves at 2 and 3
+    for (size_t b = 0; b < 2 * o_.ab_blocks; ++b) {
+      const bool polled = b % 2 == 1;
+      front.set_polling(polled);
+      std::vector<LoadSpec> specs(2, spec_for(kind));
+      specs[1].url = front.url();
+      specs[0].url = stub_.url();
+      for (LoadSpec& s : specs) {
+        s.requests = o_.ab_block_requests;
+        s.warmup_requests = 10;
+      }
+      const size_t polls_before = front.polls();
+      const std::vector<LoadResult> loads = run_in_turns(specs);
+      if (polled) results_.dashboard.polls[size_t(kind)] += front.polls() - polls_before;
+      keep_first_error(kDirect, loads[0]);
+      keep_first_error(kUnifiedDashboard, loads[1]);
+      const auto pool_into = [&](size_t pool) {
+        for (size_t t = 0; t < 2; ++t) {
+          std::vector<double>& into = (t == 0 ? direct : proxied)[pool].latencies_ms;
+          into.insert(into.end(), loads[t].latencies_ms.begin(), loads[t].latencies_ms.end());
+        }
+      };
+      // Quiet blocks are b = 0, 2, 4, ...: the halves are b % 4 == 0 and b % 4 == 2.
+      pool_into(polled ? 1 : 0);
+      if (!polled) pool_into(b % 4 == 0 ? 2 : 3);
+    }
+    const auto added = [&](size_t pool) {
+      const Percentiles d = make_step(direct[pool], 1, o_.p99_bound_ms).latency;
+      const Percentiles p = make_step(proxied[pool], 1, o_.p99_bound_ms).latency;
+      return Percentiles{p.p50_ms - d.p50_ms, p.p99_ms - d.p99_ms};
+    };
+    results_.dashboard.quiet[size_t(kind)] = added(0);
+    results_.dashboard.polled[size_t(kind)] = added(1);
+    results_.dashboard.quiet_a[size_t(kind)] = added(2);
+    results_.dashboard.quiet_b[size_t(kind)] = added(3);
+    const Percentiles &a = results_.dashboard.polled[size_t(kind)], &q = results_.dashboard.quiet[size_t(kind)];
+    progress(fmt::format("dash A/B {:<8} added p50/p99 ms: polled {:.3f}/{:.3f} quiet {:.3f}/{:.3f} ({} polls)", kind_name(kind),
+                         a.p50_ms, a.p99_ms, q.p50_ms, q.p99_ms, results_.dashboard.polls[size_t(kind)]));
   }
 
   std::unique_ptr<ProxyFront> front_for(Target target, int concurrency) const {
@@ -243,6 +296,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "I/O threads of moengine's proxy and of the stub; nginx's worker processes")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--ab-blocks", o.ab_blocks, "Polled blocks, and as many quiet ones, of the dashboard A/B pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ab-block-requests", o.ab_block_requests, "Requests per block of the dashboard A/B pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ab-poll-ms", o.ab_poll_ms, "How often the A/B pass polls the dashboard state (the page polls every 2000)")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 60000));
   app.add_option("--json", o.json, "Also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -90,15 +90,21 @@ void print_report(const Results& r, std::FILE* out) {
   }
   fmt::print(out, "\nmoengine (unified) added latency / nginx's: {} (target <= 2x: {})\n", verdict, met ? "met" : "not met");
 
-  // The same proxy with its dashboard state polled every 0.2 s, against it unpolled.
-  const TargetResult& polled = r.targets.at(4);
-  std::string dash;
+  // One proxy, its dashboard state polled in every other block; the quiet blocks' two
+  // halves against each other give the run's noise on the same figures.
+  const DashboardAb& ab = r.dashboard;
+  fmt::print(out, "\nDashboard A/B: one unified proxy, its state polled every {} ms in {} blocks of {} requests and quiet in {} "
+             "(added latency over direct, ms)\n", ab.poll_ms, ab.blocks, ab.block_requests, ab.blocks);
+  fmt::print(out, "{:<10} {:>8} {:>24} {:>24} {:>22}\n", "", "polls", "polled / quiet p50", "polled / quiet p99",
+             "quiet halves p50, p99");
   for (Kind k : kKinds) {
-    const Percentiles a = added_latency(r, polled, k), b = added_latency(r, unified, k);
-    dash += fmt::format("{}{} p50 {}, p99 {}", dash.empty() ? "" : "; ", kind_name(k), times(a.p50_ms, b.p50_ms),
-                        times(a.p99_ms, b.p99_ms));
+    const size_t i = size_t(k);
+    const Percentiles &a = ab.polled[i], &b = ab.quiet[i], &qa = ab.quiet_a[i], &qb = ab.quiet_b[i];
+    fmt::print(out, "{:<10} {:>8} {:>24} {:>24} {:>22}\n", kind_name(k), ab.polls[i],
+               fmt::format("{:.3f} / {:.3f} ({})", a.p50_ms, b.p50_ms, times(a.p50_ms, b.p50_ms)),
+               fmt::format("{:.3f} / {:.3f} ({})", a.p99_ms, b.p99_ms, times(a.p99_ms, b.p99_ms)),
+               fmt::format("{}, {}", times(qa.p50_ms, qb.p50_ms), times(qa.p99_ms, qb.p99_ms)));
   }
-  fmt::print(out, "dashboard polled every 0.2 s: added latency / unpolled unified's: {}\n", dash);
 
   for (const TargetResult& t : r.targets) {
     if (!t.first_error.empty()) fmt::print(out, "errors via {}: first one: {}\n", t.name, t.first_error);
@@ -130,7 +136,18 @@ Json to_json(const Results& r) {
     if (!t.first_error.empty()) j["first_error"] = t.first_error;
     targets.push_back(std::move(j));
   }
+  Json ab{{"blocks", r.dashboard.blocks}, {"block_requests", r.dashboard.block_requests}, {"poll_ms", r.dashboard.poll_ms}};
+  for (Kind k : kKinds) {
+    const Percentiles &a = r.dashboard.polled[size_t(k)], &b = r.dashboard.quiet[size_t(k)];
+    const Percentiles &qa = r.dashboard.quiet_a[size_t(k)], &qb = r.dashboard.quiet_b[size_t(k)];
+    ab[kind_name(k)] = {{"polled_added_p50_ms", a.p50_ms}, {"polled_added_p99_ms", a.p99_ms},
+                        {"quiet_added_p50_ms", b.p50_ms},  {"quiet_added_p99_ms", b.p99_ms},
+                        {"quiet_half_a_added_p50_ms", qa.p50_ms}, {"quiet_half_a_added_p99_ms", qa.p99_ms},
+                        {"quiet_half_b_added_p50_ms", qb.p50_ms}, {"quiet_half_b_added_p99_ms", qb.p99_ms},
+                        {"polls", r.dashboard.polls[size_t(k)]}};
+  }
   return {{"peer", r.peer},
+          {"dashboard_ab", std::move(ab)},
           {"threads", r.threads},
           {"output_tokens", r.output_tokens},
           {"requests", r.requests},

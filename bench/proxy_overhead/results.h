@@ -38,12 +38,27 @@ struct TargetResult {
   std::string first_error;
 };
 
+// One proxy (unified) whose dashboard state a client polls (every poll_ms) in every other block
+// of requests: the added latency over the direct stub (taken in turns with it) of the
+// polled blocks' requests and of the quiet blocks' requests, per Kind. The same process
+// in both, so the difference is the poll's, not two processes' placement on the machine.
+struct DashboardAb {
+  size_t blocks = 0;  // of each
+  size_t block_requests = 0;
+  int poll_ms = 0;
+  std::array<Percentiles, 2> polled, quiet;
+  // The quiet blocks split in two alternate halves, against each other: the noise floor.
+  std::array<Percentiles, 2> quiet_a, quiet_b;
+  std::array<size_t, 2> polls{};  // GETs of the state during the polled blocks
+};
+
 struct Results {
   std::string peer;  // nginx's version line
   int threads = 0, output_tokens = 0;
   size_t requests = 0;
   double duration_s = 0, p99_bound_ms = 0;
-  std::vector<TargetResult> targets;  // direct, nginx, moengine unified, moengine P/D
+  std::vector<TargetResult> targets;  // direct, nginx, moengine unified, moengine P/D, unified polled
+  DashboardAb dashboard;
 
   const TargetResult& direct() const { return targets.at(0); }
   const TargetResult& nginx() const { return targets.at(1); }

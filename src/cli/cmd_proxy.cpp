@@ -31,6 +31,7 @@ struct ProxyArgs {
   int health_interval_ms = 1000;
   std::string access_log;
   std::string tokenizer, chat_template;
+  double slo_ttft_ms = 0, slo_tpot_ms = 0;
 };
 
 void add_instances(proxy::ProxyConfig& config, const std::vector<std::string>& urls, proxy::InstanceRole role) {
@@ -43,6 +44,7 @@ void run(const ProxyArgs& a) {
   if (a.max_attempts < 1) fail("--max-attempts must be at least 1, got {}", a.max_attempts);
   if (!(a.queue_timeout_s >= 0)) fail("--queue-timeout-s must be at least 0, got {}", a.queue_timeout_s);
   if (a.health_interval_ms < 10) fail("--health-interval-ms must be at least 10, got {}", a.health_interval_ms);
+  if (!(a.slo_ttft_ms >= 0) || !(a.slo_tpot_ms >= 0)) fail("--slo-ttft-ms and --slo-tpot-ms must be at least 0 (0: not set)");
   proxy::ProxyConfig config;
   if (!a.config.empty()) config.instances = proxy::load_instances_file(a.config);
   add_instances(config, a.prefill, proxy::InstanceRole::prefill);
@@ -67,6 +69,7 @@ void run(const ProxyArgs& a) {
   config.access_log = a.access_log;
   config.tokenizer = a.tokenizer;
   config.chat_template = chat_template_source(a.chat_template);
+  config.slo = {a.slo_ttft_ms / 1000, a.slo_tpot_ms / 1000};
   // Declared before the server so that it outlives every handler using it.
   proxy::ProxyServer proxy(config);
 
@@ -149,6 +152,10 @@ void register_proxy(CLI::App& app) {
                   "Require 'Authorization: Bearer KEY' on every /v1 route (the header is passed on to the instances)");
   cmd->add_option("--timeout-s", args->timeout_s, "Fail a leg whose instance sends nothing for this many seconds (502)")
       ->capture_default_str();
+  cmd->add_option("--slo-ttft-ms", args->slo_ttft_ms,
+                  "Time-to-first-token SLO for the dashboard's goodput: streamed answers within it (and --slo-tpot-ms) count "
+                  "(0: not set)");
+  cmd->add_option("--slo-tpot-ms", args->slo_tpot_ms, "Mean time-per-output-token SLO for the dashboard's goodput (0: not set)");
   cmd->callback([args] { run(*args); });
 }
 

@@ -21,6 +21,17 @@ double quantile(std::vector<double>& v, double q) {
 
 }  // namespace
 
+bool SloJudge::good(int status, std::optional<double> ttft_seen, std::optional<double> tpot_seen) const {
+  if (!any() || status != 200 || !ttft_seen) return false;
+  if (ttft_s > 0 && *ttft_seen > ttft_s) return false;
+  return !(tpot_s > 0 && tpot_seen && *tpot_seen > tpot_s);
+}
+
+nlohmann::json SloJudge::json() const {
+  if (!any()) return nullptr;
+  return {{"ttft_s", ttft_s > 0 ? nlohmann::json(ttft_s) : nlohmann::json()}, {"tpot_s", tpot_s > 0 ? nlohmann::json(tpot_s) : nlohmann::json()}};
+}
+
 MetricsWindow::MetricsWindow(Clock::time_point start, std::chrono::milliseconds period, size_t periods)
     : start_(start), period_(period), periods_(periods) {}
 
@@ -73,6 +84,7 @@ void MetricsWindow::finished(Clock::time_point t, const RequestPhases& phases) {
   if (phases.prefill_s) p.prefill.add(*phases.prefill_s);
   if (phases.handoff_s) p.handoff.add(*phases.handoff_s);
   p.e2e.add(phases.e2e_s);
+  p.good += phases.good ? 1 : 0;
   p.retries += phases.retries;
   retries_ += phases.retries;
 }
@@ -84,6 +96,7 @@ nlohmann::json MetricsWindow::json(Clock::time_point now) {
     series.push_back({{"t_s", seconds(p.index * period_)},
                       {"requests", p.requests},
                       {"errors", p.errors},
+                      {"good", p.good},
                       {"ttft_s", p.ttft.json()},
                       {"tpot_s", p.tpot.json()},
                       {"prefill_s", p.prefill.json()},

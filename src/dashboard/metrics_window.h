@@ -22,6 +22,18 @@ struct RequestPhases {
   std::optional<double> prefill_s, handoff_s;
   double e2e_s = 0;
   int64_t retries = 0;  // legs tried again on another instance
+  bool good = false;    // within the latency SLOs (SloJudge): counted as goodput
+};
+
+// Latency SLOs a request is judged by for goodput (as vLLM's `bench serve --goodput`): a
+// streamed answer (status 200) whose time to first token and mean time per output token
+// after it are within those set. Whole answers, whose token times no one in between sees,
+// are not judged. 0: not set; none set: no goodput is counted.
+struct SloJudge {
+  double ttft_s = 0, tpot_s = 0;
+  bool any() const { return ttft_s > 0 || tpot_s > 0; }
+  bool good(int status, std::optional<double> ttft_s_seen, std::optional<double> tpot_s_seen) const;
+  nlohmann::json json() const;  // {"ttft_s", "tpot_s"}, null where not set; null when none
 };
 
 class MetricsWindow {
@@ -36,7 +48,7 @@ class MetricsWindow {
   void resume(Clock::time_point at);
   void finished(Clock::time_point at, const RequestPhases& phases);
 
-  // {"period_s", "series": [{"t_s", "requests", "errors", "ttft_s": {"n", "p50", "p99"},
+  // {"period_s", "series": [{"t_s", "requests", "errors", "good", "ttft_s": {"n", "p50", "p99"},
   // "tpot_s", "prefill_s", "handoff_s", "e2e_s", "retries", "resumes", "leg_failures"}],
   // "retries": since the start}, oldest period first; t_s counts from the start.
   nlohmann::json json(Clock::time_point now);
@@ -54,7 +66,7 @@ class MetricsWindow {
   };
   struct Period {
     int64_t index = 0;
-    int64_t requests = 0, errors = 0, retries = 0, resumes = 0, leg_failures = 0;
+    int64_t requests = 0, errors = 0, good = 0, retries = 0, resumes = 0, leg_failures = 0;
     Samples ttft, tpot, prefill, handoff, e2e;
   };
   Period& at(Clock::time_point t);

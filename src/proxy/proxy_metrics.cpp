@@ -7,18 +7,21 @@ namespace moe::proxy {
 
 const char* leg_name(Leg leg) { return leg == Leg::kPrefill ? "prefill" : "decode"; }
 
-dashboard::RequestPhases phases_of(const RequestTrace& trace, http::Clock::time_point finished) {
+dashboard::RequestPhases phases_of(const RequestTrace& trace, http::Clock::time_point finished, const dashboard::SloJudge& slo) {
   const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   dashboard::RequestPhases p;
   if (trace.prefill_done_at()) p.prefill_s = seconds(*trace.prefill_done_at() - trace.arrived());
   if (trace.prefill_done_at() && trace.decode_started_at()) p.handoff_s = seconds(*trace.decode_started_at() - *trace.prefill_done_at());
   p.e2e_s = seconds(finished - trace.arrived());
   for (const nlohmann::json& e : trace.events()) p.retries += e.value("event", "") == "retry" ? 1 : 0;
+  std::optional<double> ttft;
+  if (trace.first_token_at()) ttft = seconds(*trace.first_token_at() - trace.arrived());
+  p.good = slo.good(trace.status(), ttft, trace.tpot_s());
   return p;
 }
 
 // vLLM's buckets (as the engine's), so the same dashboards and alert thresholds apply.
-ProxyMetrics::ProxyMetrics()
+ProxyMetrics::ProxyMetrics(dashboard::SloJudge slo)
     : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
              160.0, 640.0, 2560.0}),
       tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
@@ -26,7 +29,8 @@ ProxyMetrics::ProxyMetrics()
       handoff_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0}),
       e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
             1920.0, 7680.0}),
-      window_(http::Clock::now()) {}
+      window_(http::Clock::now()),
+      slo_(slo) {}
 
 void ProxyMetrics::observe_phases(const RequestTrace& trace) {
   const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
@@ -37,7 +41,7 @@ void ProxyMetrics::observe_phases(const RequestTrace& trace) {
   }
   const http::Clock::time_point now = http::Clock::now();
   e2e_.observe(seconds(now - trace.arrived()));
-  window_.finished(now, phases_of(trace, now));
+  window_.finished(now, phases_of(trace, now, slo_));
 }
 
 void ProxyMetrics::count_request(int status) {
@@ -79,6 +83,7 @@ nlohmann::json ProxyMetrics::window_json() {
                  {"leg_failures", {{leg_name(Leg::kPrefill), leg_failures_[0]}, {leg_name(Leg::kDecode), leg_failures_[1]}}},
                  {"retries", j["retries"]},
                  {"resumes", resumes_}};
+  j["slo"] = slo_.json();
   j.erase("retries");
   return j;
 }

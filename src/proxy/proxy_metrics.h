@@ -17,7 +17,7 @@ enum class Leg { kPrefill, kDecode };
 const char* leg_name(Leg leg);  // "prefill", "decode"
 // A finished request's phases for the dashboard's window, from its trace: the prefill and
 // hand-off phases, end to end, and its legs' retries (the trace's "retry" events).
-dashboard::RequestPhases phases_of(const RequestTrace& trace, http::Clock::time_point finished);
+dashboard::RequestPhases phases_of(const RequestTrace& trace, http::Clock::time_point finished, const dashboard::SloJudge& slo = {});
 
 // The status counted for a request whose client left before it got an answer (nginx's).
 constexpr int kClientClosed = 499;
@@ -25,7 +25,7 @@ constexpr int kClientClosed = 499;
 // Thread-safe: handlers on every I/O thread record into one.
 class ProxyMetrics {
  public:
-  ProxyMetrics();
+  explicit ProxyMetrics(dashboard::SloJudge slo = {});
 
   void count_request(int status);
   // An instance that could not be reached, broke off, answered outside the protocol, or
@@ -51,6 +51,7 @@ class ProxyMetrics {
   uint64_t resumes_ = 0;
   Histogram ttft_, tpot_, prefill_, handoff_, e2e_;
   dashboard::MetricsWindow window_;
+  const dashboard::SloJudge slo_;
 };
 
 }  // namespace moe::proxy

@@ -36,7 +36,8 @@ ProxyServer::ProxyServer(ProxyConfig config)
     : config_(std::move(config)),
       registry_(config_.instances, config_.breaker, http::HttpClientOptions{config_.timeout}),
       scheduler_(registry_, config_.scheduler),
-      dispatch_(registry_, scheduler_, config_.dispatch, &prefix_index_) {
+      dispatch_(registry_, scheduler_, config_.dispatch, &prefix_index_),
+      metrics_(config_.slo) {
   if (!config_.access_log.empty()) access_log_ = std::make_unique<AccessLog>(config_.access_log);
   if (!config_.tokenizer.empty()) tokenizer_ = std::make_unique<PromptTokenizer>(config_.tokenizer, config_.chat_template);
   monitor_ = std::make_unique<HealthMonitor>(registry_, config_.health, probe_listener());

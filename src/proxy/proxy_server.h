@@ -46,6 +46,7 @@ struct ProxyConfig {
   // are estimated from the body (request_estimate.h).
   std::string tokenizer;
   std::string chat_template;
+  dashboard::SloJudge slo;  // the dashboard's goodput
 };
 
 class ProxyServer {

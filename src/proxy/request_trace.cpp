@@ -40,6 +40,17 @@ void RequestTrace::first_token() {
   mark("first_token");
 }
 
+void RequestTrace::text_sent(http::Clock::time_point at) {
+  if (!first_text_) first_text_ = at;
+  last_text_ = at;
+  ++texts_;
+}
+
+std::optional<double> RequestTrace::tpot_s() const {
+  if (texts_ < 2) return std::nullopt;
+  return std::chrono::duration<double>(*last_text_ - *first_text_).count() / double(texts_ - 1);
+}
+
 Json RequestTrace::line() const {
   const auto wall = std::chrono::time_point_cast<std::chrono::milliseconds>(arrived_wall_);
   return Json{{"id", id_},

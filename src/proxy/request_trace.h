@@ -24,6 +24,8 @@ class RequestTrace {
   void prefill_done();
   void decode_started();
   void first_token();
+  // A client-visible text event of a stream at `at` (the first is also first_token()).
+  void text_sent(http::Clock::time_point at);
 
   // The HTTP status the client got (the last one set; 499 until then: the client left).
   void set_status(int status) { status_ = status; }
@@ -37,6 +39,9 @@ class RequestTrace {
   std::optional<http::Clock::time_point> prefill_done_at() const { return prefill_done_; }
   std::optional<http::Clock::time_point> decode_started_at() const { return decode_started_; }
   std::optional<http::Clock::time_point> first_token_at() const { return first_token_; }
+  // The stream's mean time per text event after the first (tokens, as serve sends one per
+  // event); nullopt with fewer than two.
+  std::optional<double> tpot_s() const;
 
  private:
   double ms_since_arrival(http::Clock::time_point t) const;
@@ -48,6 +53,8 @@ class RequestTrace {
   std::chrono::system_clock::time_point arrived_wall_;
   Json events_ = Json::array();
   std::optional<http::Clock::time_point> prefill_done_, decode_started_, first_token_;
+  std::optional<http::Clock::time_point> first_text_, last_text_;
+  int64_t texts_ = 0;
   int status_ = 499;
 };
 

@@ -285,6 +285,7 @@ asio::awaitable<void> StreamRelay::fail_with(const ApiError& e) {
 
 void StreamRelay::time_text(http::Clock::time_point at) {
   const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  trace_.text_sent(at);
   if (last_text_) {
     metrics_.observe_tpot(seconds(at - *last_text_));
   } else {

@@ -23,7 +23,8 @@ TEST(ProxyOverheadBench, TinyRunReportsEveryTarget) {
   // A loose p99 bound: ctest may run other tests on the same cores.
   const moe::testing::CliResult r = moe::testing::run_command(
       std::string(PROXY_OVERHEAD_BENCH) + " --nginx " + kNginx +
-      " --requests 20 --warmup-requests 5 --duration-s 0.2 --warmup-s 0.05 --concurrency 1,4 --p99-bound-ms 5000 --json " +
+      " --requests 20 --warmup-requests 5 --duration-s 0.2 --warmup-s 0.05 --concurrency 1,4 --p99-bound-ms 5000" +
+      " --ab-blocks 2 --ab-block-requests 100 --ab-poll-ms 10 --json " +
       json_path + " 2>&1");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("Added latency over direct"), std::string::npos) << r.out;
@@ -52,6 +53,19 @@ TEST(ProxyOverheadBench, TinyRunReportsEveryTarget) {
       for (const nlohmann::json& step : k["ramp"]) EXPECT_DOUBLE_EQ(step["legs_per_request"].get<double>(), legs);
     }
   }
+  // The dashboard A/B pass: the state was polled during the polled blocks, and every pool
+  // has its added latency.
+  const nlohmann::json& ab = j["dashboard_ab"];
+  EXPECT_EQ(ab["blocks"], 2);
+  EXPECT_EQ(ab["block_requests"], 100);
+  for (const char* kind : {"whole", "streamed"}) {
+    SCOPED_TRACE(kind);
+    EXPECT_GT(ab[kind]["polls"].get<int64_t>(), 0);
+    for (const char* f : {"polled_added_p50_ms", "quiet_added_p50_ms", "quiet_half_a_added_p50_ms", "quiet_half_b_added_p50_ms"}) {
+      EXPECT_TRUE(ab[kind][f].is_number()) << f;
+    }
+  }
+  EXPECT_NE(r.out.find("Dashboard A/B: one unified proxy"), std::string::npos) << r.out;
 }
 
 }  // namespace

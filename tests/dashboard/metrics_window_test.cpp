@@ -52,8 +52,8 @@ TEST(MetricsWindow, OldPeriodsGo) {
 TEST(MetricsWindow, PhasesAndRetriesOfFinishedRequests) {
   const Clock::time_point t0 = Clock::now();
   MetricsWindow w(t0, 1s, 3);
-  w.finished(t0 + 10ms, RequestPhases{0.2, 0.01, 0.5, 1});
-  w.finished(t0 + 20ms, RequestPhases{std::nullopt, std::nullopt, 0.3, 0});
+  w.finished(t0 + 10ms, RequestPhases{0.2, 0.01, 0.5, 1, true});
+  w.finished(t0 + 20ms, RequestPhases{std::nullopt, std::nullopt, 0.3, 0, false});
   const nlohmann::json j = w.json(t0 + 30ms);
   EXPECT_EQ(j["retries"], 1);
   EXPECT_EQ(j["series"][0]["retries"], 1);
@@ -62,6 +62,23 @@ TEST(MetricsWindow, PhasesAndRetriesOfFinishedRequests) {
   EXPECT_EQ(j["series"][0]["handoff_s"]["n"], 1);
   EXPECT_EQ(j["series"][0]["e2e_s"]["n"], 2);
   EXPECT_DOUBLE_EQ(j["series"][0]["e2e_s"]["p99"].get<double>(), 0.5);
+  EXPECT_EQ(j["series"][0]["good"], 1);
+}
+
+TEST(SloJudge, StreamedAnswersWithinTheSlosSetAreGood) {
+  const SloJudge none;
+  EXPECT_FALSE(none.good(200, 0.1, 0.01)) << "no SLO set: no goodput";
+  EXPECT_TRUE(none.json().is_null());
+  const SloJudge both{0.5, 0.05};
+  EXPECT_TRUE(both.good(200, 0.5, 0.05));
+  EXPECT_FALSE(both.good(200, 0.51, 0.01));
+  EXPECT_FALSE(both.good(200, 0.1, 0.06));
+  EXPECT_FALSE(both.good(500, 0.1, 0.01));
+  EXPECT_FALSE(both.good(200, std::nullopt, std::nullopt)) << "a whole answer is not judged";
+  EXPECT_TRUE(both.good(200, 0.1, std::nullopt)) << "one token: no TPOT to miss";
+  const SloJudge ttft_only{0.5, 0};
+  EXPECT_TRUE(ttft_only.good(200, 0.4, 9.0));
+  EXPECT_EQ(ttft_only.json(), (nlohmann::json{{"ttft_s", 0.5}, {"tpot_s", nullptr}}));
 }
 
 }  // namespace

@@ -124,6 +124,28 @@ TEST(PdDashboard, StateIsTheProxysOwnCountersAndInstances) {
   EXPECT_EQ(handoffs, kStreamed + kWhole);
   EXPECT_EQ(double(handoffs), counter(metrics, "proxy_handoff_seconds_count", {}));
   EXPECT_EQ(state["window"]["period_s"], 2.0);
+  EXPECT_TRUE(state["window"]["slo"].is_null()) << "no --slo-ttft-ms or --slo-tpot-ms: no goodput";
+}
+
+// With SLOs, the window counts the streamed answers within them as goodput: all of them
+// under a loose TTFT SLO, none under one no answer can meet.
+TEST(PdDashboard, GoodputIsTheStreamedAnswersWithinTheSlos) {
+  const auto prefill = start("serve", "slo-prefill", serve_args("prefill"));
+  const auto decode = start("serve", "slo-decode", serve_args("decode"));
+  for (const auto& [slo, want_good] : {std::pair{"60000", 3}, std::pair{"0.001", 0}}) {
+    const auto proxy = start("proxy", std::string("slo-proxy-") + slo,
+                             {"--port", "0", "--prefill", prefill->url(), "--decode", decode->url(), "--slo-ttft-ms", slo});
+    for (int i = 0; i < 4; ++i) {
+      json body{{"model", "tiny"}, {"prompt", testing::words(10, i)}, {"max_tokens", 4}, {"stream", i < 3}};
+      ASSERT_EQ(testing::ask(proxy->url(), "/v1/completions", body).status, 200);
+    }
+    const json w = testing::get(proxy->url(), "/dashboard/state").json()["window"];
+    EXPECT_DOUBLE_EQ(w["slo"]["ttft_s"].get<double>(), std::stod(slo) / 1000) << w["slo"].dump();
+    EXPECT_TRUE(w["slo"]["tpot_s"].is_null());
+    int64_t good = 0;
+    for (const json& p : w["series"]) good += p["good"].get<int64_t>();
+    EXPECT_EQ(good, want_good) << "SLO " << slo << " ms";
+  }
 }
 
 std::string read_file(const std::string& path) {
@@ -208,7 +230,7 @@ TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
                            << "  - {name: prefill, role: prefill, url: " << prefill->url() << "}\n"
                            << "  - {name: decode-rank0, role: decode, group: decode, url: " << rank0 << "}\n"
                            << "  - {name: decode-rank1, role: decode, group: decode, url: " << rank1 << "}\n";
-  const auto proxy = start("proxy", "load-proxy", {"--port", "0", "--config", instances});
+  const auto proxy = start("proxy", "load-proxy", {"--port", "0", "--config", instances, "--slo-ttft-ms", "5000", "--slo-tpot-ms", "2000"});
   const std::string url = proxy->url();
 
   // Streams one after another while the browser polls.
@@ -255,6 +277,11 @@ TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
   EXPECT_NE(page.find("<td class=\"text\">decode</td>"), std::string::npos);
   EXPECT_NE(page.find("requests answered 200"), std::string::npos);
   EXPECT_NE(page.find("<div id=\"status\">policy cost;"), std::string::npos) << page;
+  const size_t rate = page.find("id=\"chart-rate\"");
+  ASSERT_NE(rate, std::string::npos);
+  EXPECT_NE(page.substr(rate, page.find("id=\"chart-ttft\"") - rate).find("goodput (TTFT &lt;= 5.00 s, TPOT &lt;= 2.00 s)"),
+            std::string::npos)
+      << page;
 
   // The expert view: each layer's hottest cell is the trace's hottest expert.
   const std::string heat = section(page, "ep-0-load");

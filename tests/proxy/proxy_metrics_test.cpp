@@ -23,6 +23,16 @@ TEST(ProxyMetrics, PhasesAndRetriesComeFromTheTrace) {
   EXPECT_GE(*p.prefill_s, 0);
   EXPECT_GE(*p.handoff_s, 0);
   EXPECT_DOUBLE_EQ(p.e2e_s, 10.0);
+  // A stream of three texts 1 ms apart after its first at 100 ms, judged by its SLOs.
+  RequestTrace streamed("cmpl-3", Api::kCompletion, true, t0);
+  for (int i = 0; i < 4; ++i) streamed.text_sent(t0 + 100ms + std::chrono::milliseconds(i));
+  streamed.first_token();
+  streamed.set_status(200);
+  ASSERT_TRUE(streamed.tpot_s());
+  EXPECT_NEAR(*streamed.tpot_s(), 0.001, 1e-9);
+  EXPECT_FALSE(phases_of(streamed, t0 + 1s).good) << "no SLO set";
+  EXPECT_TRUE(phases_of(streamed, t0 + 1s, dashboard::SloJudge{10.0, 0.002}).good);
+  EXPECT_FALSE(phases_of(streamed, t0 + 1s, dashboard::SloJudge{10.0, 0.0005}).good);
   RequestTrace direct("cmpl-2", Api::kCompletion, false, t0);
   const dashboard::RequestPhases q = phases_of(direct, t0 + 1s);
   EXPECT_FALSE(q.prefill_s || q.handoff_s);

@@ -253,7 +253,7 @@ TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
   }
 
   const std::string chrome = "timeout 90 chromium --headless=new --no-sandbox --disable-gpu --user-data-dir=" + d +
-                             "/chrome --window-size=1400,1250 --enable-logging=stderr --v=0 --virtual-time-budget=6000 ";
+                             "/chrome --window-size=1400,1500 --enable-logging=stderr --v=0 --virtual-time-budget=6000 ";
   const testing::CliResult dom = testing::run_command(chrome + "--dump-dom " + url + "/dashboard 2>" + d + "/chrome.err");
   const testing::CliResult shot =
       testing::run_command(chrome + "--screenshot=" + d + "/dashboard.png " + url + "/dashboard >/dev/null 2>>" + d + "/chrome.err");
@@ -296,6 +296,10 @@ TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
   for (size_t l = 0; l < hottest.size(); ++l) EXPECT_EQ(shown[int(l)], hottest[l]) << "layer " << l << "\n" << heat;
   EXPECT_NE(section(page, "ep-0-ranks").find("class=\"cell hot\""), std::string::npos) << page;
   EXPECT_NE(section(page, "ep-0-imbalance").find("class=\"point\""), std::string::npos) << page;
+  EXPECT_NE(section(page, "ep-0-layers").find("class=\"cell"), std::string::npos) << page;
+  // The pools: prefill and decode, every instance up.
+  EXPECT_NE(page.find("<td class=\"text\">decode</td><td class=\"up\">2 / 2</td>"), std::string::npos) << page;
+  EXPECT_NE(page.find("<td class=\"text\">prefill</td><td class=\"up\">1 / 1</td>"), std::string::npos) << page;
   EXPECT_NE(page.find("switched at step"), std::string::npos) << page;
   // The page logs nothing: no script error, no failed request.
   const std::string log = read_file(d + "/chrome.err");

@@ -33,15 +33,13 @@ ProxyMetrics::ProxyMetrics(dashboard::SloJudge slo)
       slo_(slo) {}
 
 void ProxyMetrics::observe_phases(const RequestTrace& trace) {
-  const auto seconds = [](http::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-  std::lock_guard lock(mu_);
-  if (trace.prefill_done_at()) prefill_.observe(seconds(*trace.prefill_done_at() - trace.arrived()));
-  if (trace.prefill_done_at() && trace.decode_started_at()) {
-    handoff_.observe(seconds(*trace.decode_started_at() - *trace.prefill_done_at()));
-  }
   const http::Clock::time_point now = http::Clock::now();
-  e2e_.observe(seconds(now - trace.arrived()));
-  window_.finished(now, phases_of(trace, now, slo_));
+  const dashboard::RequestPhases phases = phases_of(trace, now, slo_);
+  std::lock_guard lock(mu_);
+  if (phases.prefill_s) prefill_.observe(*phases.prefill_s);
+  if (phases.handoff_s) handoff_.observe(*phases.handoff_s);
+  e2e_.observe(phases.e2e_s);
+  window_.finished(now, phases);
 }
 
 void ProxyMetrics::count_request(int status) {

@@ -50,6 +50,14 @@ double counter(const std::string& page, const std::string& name, const std::vect
   return sum;
 }
 
+// The sum over the window's periods of a count ("requests") or of a latency's samples
+// ("ttft_s": its "n").
+int64_t series_total(const json& window, const std::string& field) {
+  int64_t sum = 0;
+  for (const json& p : window["series"]) sum += p[field].is_object() ? p[field]["n"].get<int64_t>() : p[field].get<int64_t>();
+  return sum;
+}
+
 TEST(PdDashboard, StateIsTheProxysOwnCountersAndInstances) {
   const auto prefill = start("serve", "prefill", serve_args("prefill"));
   const auto decode = start("serve", "decode", serve_args("decode"));
@@ -142,9 +150,7 @@ TEST(PdDashboard, GoodputIsTheStreamedAnswersWithinTheSlos) {
     const json w = testing::get(proxy->url(), "/dashboard/state").json()["window"];
     EXPECT_DOUBLE_EQ(w["slo"]["ttft_s"].get<double>(), std::stod(slo) / 1000) << w["slo"].dump();
     EXPECT_TRUE(w["slo"]["tpot_s"].is_null());
-    int64_t good = 0;
-    for (const json& p : w["series"]) good += p["good"].get<int64_t>();
-    EXPECT_EQ(good, want_good) << "SLO " << slo << " ms";
+    EXPECT_EQ(series_total(w, "good"), want_good) << "SLO " << slo << " ms";
   }
 }
 
@@ -175,6 +181,27 @@ bool healthy(const std::string& url) {
     return false;
   }
 }
+
+// `serve --ep 2` of the skewed model under mpirun on two free ports (its log DIR/NAME.log),
+// both ranks answering /health; throws with the log otherwise.
+struct EpGroup {
+  EpGroup(const std::string& name, const std::vector<std::string>& args) : base(testing::free_port_run(2)) {
+    if (base <= 0) throw std::runtime_error("no two free ports in a row");
+    std::vector<std::string> all{"--model", skewed_model(), "--port", std::to_string(base), "--ep", "2", "--threads", "1",
+                                 "--served-model-name", "tiny", "--kv-cache-memory", "0.05"};
+    all.insert(all.end(), args.begin(), args.end());
+    process = std::make_unique<ServeProcess>(all, dir() + "/" + name + ".log", "serve", testing::mpirun_wrapper(2));
+    const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!(healthy(rank(0)) && healthy(rank(1)))) {
+      if (std::chrono::steady_clock::now() > ready_by) throw std::runtime_error(name + " never became ready:\n" + process->log());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  std::string rank(int r) const { return rank_url(base + r); }
+
+  int base;
+  std::unique_ptr<ServeProcess> process;
+};
 
 // Per MoE layer, the expert with the most pairs in the group's recorded trace.
 std::vector<int> hottest_experts(const std::string& rank) {
@@ -213,18 +240,8 @@ TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
   const std::string d = dir(), model = skewed_model();
   const auto prefill = start("serve", "load-prefill",
                              {"--model", model, "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.05", "--role", "prefill"});
-  const int base = testing::free_port_run(2);
-  ASSERT_GT(base, 0);
-  const ServeProcess decode({"--model", model, "--port", std::to_string(base), "--ep", "2", "--threads", "1", "--role", "decode",
-                             "--served-model-name", "tiny", "--kv-cache-memory", "0.05", "--replace-interval-s", "1",
-                             "--replace-max-moves", "4"},
-                            d + "/load-decode.log", "serve", testing::mpirun_wrapper(2));
-  const std::string rank0 = rank_url(base), rank1 = rank_url(base + 1);
-  const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!(healthy(rank0) && healthy(rank1)) && std::chrono::steady_clock::now() < ready_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(healthy(rank0) && healthy(rank1)) << decode.log();
+  const EpGroup decode("load-decode", {"--role", "decode", "--replace-interval-s", "1", "--replace-max-moves", "4"});
+  const std::string rank0 = decode.rank(0), rank1 = decode.rank(1);
   const std::string instances = d + "/instances.yaml";
   std::ofstream(instances) << "instances:\n"
                            << "  - {name: prefill, role: prefill, url: " << prefill->url() << "}\n"
@@ -259,7 +276,7 @@ TEST(PdDashboard, ChromiumRendersTheDeploymentAndItsExpertGroupUnderLoad) {
       testing::run_command(chrome + "--screenshot=" + d + "/dashboard.png " + url + "/dashboard >/dev/null 2>>" + d + "/chrome.err");
   stop = true;
   load.join();
-  ASSERT_TRUE(replaced) << "no re-placement within 60 s\n" << decode.log();
+  ASSERT_TRUE(replaced) << "no re-placement within 60 s\n" << decode.process->log();
   ASSERT_EQ(dom.status, 0) << read_file(d + "/chrome.err");
   EXPECT_EQ(shot.status, 0);
   EXPECT_TRUE(std::filesystem::exists(d + "/dashboard.png"));
@@ -314,17 +331,8 @@ TEST(PdDashboard, ALoneExpertParallelServeHasThePageOfItsOwn) {
     GTEST_SKIP() << "mpirun is not installed (scripts/setup.sh installs it)";
   }
   const std::string d = dir();
-  const int base = testing::free_port_run(2);
-  ASSERT_GT(base, 0);
-  const ServeProcess group({"--model", skewed_model(), "--port", std::to_string(base), "--ep", "2", "--threads", "1",
-                            "--served-model-name", "tiny", "--kv-cache-memory", "0.05"},
-                           d + "/lone.log", "serve", testing::mpirun_wrapper(2));
-  const std::string rank0 = rank_url(base);
-  const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!(healthy(rank0) && healthy(rank_url(base + 1))) && std::chrono::steady_clock::now() < ready_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(healthy(rank0) && healthy(rank_url(base + 1))) << group.log();
+  const EpGroup group("lone", {});
+  const std::string rank0 = group.rank(0);
 
   const testing::Reply page = testing::get(rank0, "/dashboard");
   ASSERT_EQ(page.status, 200);
@@ -347,20 +355,13 @@ TEST(PdDashboard, ALoneExpertParallelServeHasThePageOfItsOwn) {
   const json& totals = state["window"]["totals"]["requests_by_status"];
   EXPECT_EQ(totals["200"], kStreamed + kWhole);
   EXPECT_EQ(totals["400"], 1);
-  int64_t requests = 0, errors = 0, ttft = 0, tpot = 0, e2e = 0;
-  for (const json& p : state["window"]["series"]) {
-    requests += p["requests"].get<int64_t>();
-    errors += p["errors"].get<int64_t>();
-    ttft += p["ttft_s"]["n"].get<int64_t>();
-    tpot += p["tpot_s"]["n"].get<int64_t>();
-    e2e += p["e2e_s"]["n"].get<int64_t>();
-  }
-  EXPECT_EQ(requests, kStreamed + kWhole + 1);
-  EXPECT_EQ(errors, 1);
+  const json& w = state["window"];
+  EXPECT_EQ(series_total(w, "requests"), kStreamed + kWhole + 1);
+  EXPECT_EQ(series_total(w, "errors"), 1);
   // Every answered request had a first token and more tokens after it.
-  EXPECT_EQ(ttft, kStreamed + kWhole);
-  EXPECT_EQ(tpot, kStreamed + kWhole);
-  EXPECT_EQ(e2e, kStreamed + kWhole);
+  EXPECT_EQ(series_total(w, "ttft_s"), kStreamed + kWhole);
+  EXPECT_EQ(series_total(w, "tpot_s"), kStreamed + kWhole);
+  EXPECT_EQ(series_total(w, "e2e_s"), kStreamed + kWhole);
   const json& view = state["expert_groups"]["this group"];
   EXPECT_EQ(view["state"]["ranks"], 2);
   EXPECT_GT(view["state"]["window"]["synced_steps"].get<int64_t>(), 0);

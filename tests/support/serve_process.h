@@ -34,6 +34,8 @@ class ServeProcess {
     if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
     if (pid_ == 0) {
+      // A group of its own, so that the destructor stops what a wrapper started too (mpirun's ranks).
+      ::setpgid(0, 0);
       ::dup2(out[1], 1);
       const int err = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(err, 2);
@@ -48,12 +50,13 @@ class ServeProcess {
       ::execvp(argv[0], argv.data());
       ::_exit(127);
     }
+    ::setpgid(pid_, pid_);  // as the child does, whichever runs first
     ::close(out[1]);
     out_ = out[0];
   }
   ~ServeProcess() {
     if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
+      ::kill(-pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
     if (out_ >= 0) ::close(out_);

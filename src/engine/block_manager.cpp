@@ -140,6 +140,23 @@ bool BlockManager::append(SeqId seq, int64_t n_new) {
   return true;
 }
 
+void BlockManager::truncate(SeqId seq, int64_t n_tokens) {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) throw std::logic_error("BlockManager::truncate: unknown sequence");
+  Seq& s = it->second;
+  if (n_tokens < 0 || n_tokens > s.n_tokens) throw std::invalid_argument("BlockManager::truncate: not within the positions reserved");
+  if (size_t(blocks_for(n_tokens)) < s.hashes.size())
+    throw std::logic_error("BlockManager::truncate: would drop a block registered in the prefix index");
+  s.n_tokens = n_tokens;
+  // The dropped blocks lie past every registered block, so they are private and uncached.
+  while (int32_t(s.table.size()) > blocks_for(n_tokens)) {
+    Block& b = blocks_[size_t(s.table.back())];
+    --b.ref;
+    free_.push_back(s.table.back());
+    s.table.pop_back();
+  }
+}
+
 void BlockManager::commit_full_blocks(SeqId seq, const std::vector<int32_t>& tokens) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) throw std::logic_error("BlockManager::commit_full_blocks: unknown sequence");

@@ -88,6 +88,11 @@ class BlockManager {
   // it does not exist. Returns false and changes nothing when the blocks do not fit.
   bool append(SeqId seq, int64_t n_new);
 
+  // Gives back the positions past the first n_tokens (KV written for speculative tokens that
+  // were rejected): blocks no longer needed go back to the free list. The positions must
+  // lie past every block registered in the prefix index.
+  void truncate(SeqId seq, int64_t n_tokens);
+
   // Registers every full block among the first tokens.size() positions of seq in the
   // prefix index (blocks registered before are skipped). tokens are the sequence's token
   // ids from position 0, and the caller promises their KV has been written; tokens.size()

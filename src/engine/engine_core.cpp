@@ -16,7 +16,10 @@ Step model_step(const StepPlan& plan) {
   step.tokens.reserve(size_t(plan.n_batched_tokens));
   for (const ScheduledSeq& s : plan.seqs) {
     step.tokens.insert(step.tokens.end(), s.tokens.begin(), s.tokens.end());
-    const LogitRows rows = s.all_logits ? LogitRows::kAll : s.produces_logits ? LogitRows::kLast : LogitRows::kNone;
+    // A decode with drafts verifies every drafted token: a row for each.
+    const LogitRows rows = s.all_logits || s.n_draft > 0 ? LogitRows::kAll
+                           : s.produces_logits      ? LogitRows::kLast
+                                                    : LogitRows::kNone;
     step.seqs.push_back(SeqSlice{&s.block_table, s.pos0, s.n_tokens, rows});
   }
   return step;
@@ -116,6 +119,8 @@ struct EngineCore::Active {
   int64_t n_output = 0;
   int64_t n_cached = 0;
   int64_t n_preempted = 0;
+  int64_t n_draft_tokens = 0;     // drafted tokens verified for it
+  int64_t n_accepted_tokens = 0;  // of which were accepted
   bool scheduled = false;
   bool remote = false;  // added by add_remote: its first token came from elsewhere
   std::vector<int32_t> prompt_tokens;       // kept only with prompt_logprobs
@@ -129,7 +134,15 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
       pool_(pool),
       kv_(model.make_kv_store(config.block_size, config.n_blocks, config.kv_dtype)),
       blocks_(config.n_blocks, config.block_size),
-      scheduler_(config.scheduler, blocks_) {
+      scheduler_(
+          [&] {
+            SchedulerConfig c = config.scheduler;
+            c.num_speculative_tokens = config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0;
+            return c;
+          }(),
+          blocks_),
+      drafter_(make_drafter(config.speculative)) {
+  scheduler_.set_draft_source(drafter_.get());
   if (config_.max_model_len <= 0) config_.max_model_len = model.config().n_ctx_train;
   limits_.n_vocab = model.config().n_vocab;
   limits_.max_model_len = config_.max_model_len;
@@ -138,9 +151,15 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
   metrics_.kv_block_size = config.block_size;
   metrics_.kv_cache_dtype = kv_dtype_name(kv_.dtype());
   metrics_.kv_bytes_per_token = kv_.row_bytes() * kv_.n_layers();
+  metrics_.num_speculative_tokens = config_.speculative.enabled() ? config_.speculative.num_speculative_tokens : 0;
 }
 
 EngineCore::~EngineCore() = default;
+
+void EngineCore::set_drafter(std::unique_ptr<DraftSource> drafter) {
+  drafter_ = std::move(drafter);
+  scheduler_.set_draft_source(drafter_.get());
+}
 
 void EngineCore::add(int64_t id, std::vector<int32_t> prompt, GenerateParams params, OutputSink sink,
                      Clock::time_point arrival) {
@@ -266,10 +285,9 @@ bool EngineCore::step_here(bool& ran_model) {
   run_model(plan);
 
   // Logit rows come in plan order, n_logit_rows() per sequence: prompt logprobs from the
-  // rows of all-logits chunks, then a sample from the last row of every sequence that
-  // produces logits.
-  std::vector<int32_t> sampled;
-  std::vector<SampleResult> results;
+  // rows of all-logits chunks, then the emitted tokens from the last 1 + n_draft rows of
+  // every sequence that produces logits.
+  std::vector<std::vector<SampleResult>> results;
   const int64_t n_vocab = model_.config().n_vocab;
   int64_t row = 0;
   for (const ScheduledSeq& s : plan.seqs) {
@@ -277,13 +295,40 @@ bool EngineCore::step_here(bool& ran_model) {
     if (s.all_logits) collect_prompt_logprobs(a, s, logits_.data() + row * n_vocab);
     row += s.n_logit_rows();
     if (!s.produces_logits) continue;
-    SampleResult r;
-    a.sampler.sample(logits_.data() + (row - 1) * n_vocab, n_vocab, &r);
-    sampled.push_back(r.token);
-    results.push_back(std::move(r));
+    results.push_back(verify_and_sample(a, s, logits_.data() + (row - 1 - s.n_draft) * n_vocab));
   }
-  postprocess(plan, sampled, results, Clock::now());
+  postprocess(plan, results, Clock::now());
   return true;
+}
+
+std::vector<SampleResult> EngineCore::verify_and_sample(Active& a, const ScheduledSeq& s, const float* rows) {
+  const int64_t n_vocab = model_.config().n_vocab;
+  std::vector<SampleResult> run;
+  for (int32_t i = 0;; ++i) {
+    SampleResult r;
+    const float* row = rows + int64_t(i) * n_vocab;
+    if (i == s.n_draft) {
+      a.sampler.sample(row, n_vocab, &r);
+    } else {
+      a.sampler.verify(row, n_vocab, s.tokens[size_t(s.n_tokens - s.n_draft + i)], &r);
+    }
+    // The next row's penalties count this token.
+    a.sampler.accept(r.token);
+    const bool accepted = i < s.n_draft && r.token == s.tokens[size_t(s.n_tokens - s.n_draft + i)];
+    run.push_back(std::move(r));
+    if (!accepted) break;
+  }
+  if (s.n_draft > 0) {
+    const size_t n_accepted = run.size() - 1;
+    ++metrics_.spec_decode_num_drafts;
+    metrics_.spec_decode_num_draft_tokens += uint64_t(s.n_draft);
+    metrics_.spec_decode_num_accepted_tokens += n_accepted;
+    if (metrics_.spec_decode_accepted_per_pos.size() < size_t(s.n_draft)) metrics_.spec_decode_accepted_per_pos.resize(size_t(s.n_draft));
+    for (size_t i = 0; i < n_accepted; ++i) ++metrics_.spec_decode_accepted_per_pos[i];
+    a.n_draft_tokens += s.n_draft;
+    a.n_accepted_tokens += int64_t(n_accepted);
+  }
+  return run;
 }
 
 void EngineCore::mark_scheduled(Active& a, int64_t n_cached, Clock::time_point now) {
@@ -326,17 +371,23 @@ void EngineCore::run_model(const StepPlan& plan) {
   model_.forward(step, kv_, logits_.data(), pool_);
 }
 
-void EngineCore::postprocess(const StepPlan& plan, const std::vector<int32_t>& sampled,
-                             const std::vector<SampleResult>& results, Clock::time_point now) {
-  const std::vector<int64_t> hit_length = scheduler_.on_step_done(plan, sampled);
+void EngineCore::postprocess(const StepPlan& plan, const std::vector<std::vector<SampleResult>>& results, Clock::time_point now) {
+  std::vector<std::vector<int32_t>> emitted;
+  emitted.reserve(results.size());
+  for (const std::vector<SampleResult>& run : results) {
+    emitted.emplace_back();
+    for (const SampleResult& r : run) emitted.back().push_back(r.token);
+  }
+  const std::vector<int64_t> hit_length = scheduler_.on_step_done(plan, emitted);
   size_t k = 0;
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.produces_logits) continue;
-    const SampleResult& r = results[k++];
+    const std::vector<SampleResult>& run = results[k++];
     Active& a = *active_.at(s.id);
     RequestOutput out;
-    a.sampler.accept(r.token);
-    const bool stopped = emit_token(a, r, out);
+    // A stop inside an accepted run ends the output there, as it would without drafts.
+    bool stopped = false;
+    for (size_t i = 0; i < run.size() && !stopped; ++i) stopped = emit_token(a, run[i], out, now, i, run.size());
     const bool at_length = std::find(hit_length.begin(), hit_length.end(), s.id) != hit_length.end();
     if (a.params.remote_decode && at_length) {
       // The scheduler kept the blocks: a lease takes them, or they go now.
@@ -370,15 +421,19 @@ void EngineCore::hand_off(int64_t id, Active& a, RequestOutput& out, Clock::time
   finish(id, a, out, FinishKind::kLength, now, /*flush=*/false);
 }
 
-bool EngineCore::emit_token(Active& a, const SampleResult& r, RequestOutput& out) {
-  const Clock::time_point now = Clock::now();
-  if (a.n_output == 0) {
-    metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - a.arrival).count());
-  } else if (!(a.remote && a.n_output == 1)) {
-    // A decode instance's first token follows one made elsewhere, at a time not known here.
-    metrics_.time_per_output_token.observe(std::chrono::duration<double>(now - a.last_token).count());
+bool EngineCore::emit_token(Active& a, const SampleResult& r, RequestOutput& out, Clock::time_point now, size_t i_in_step,
+                            size_t n_in_step) {
+  if (i_in_step == 0) {
+    if (a.n_output == 0) {
+      metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - a.arrival).count());
+    } else if (!(a.remote && a.n_output == 1)) {
+      // A decode instance's first token follows one made elsewhere, at a time not known
+      // here. Tokens of one step share its time, so the mean stays time over tokens.
+      const double gap = std::chrono::duration<double>(now - a.last_token).count() / double(n_in_step);
+      for (size_t i = 0; i < n_in_step; ++i) metrics_.time_per_output_token.observe(gap);
+    }
+    a.last_token = now;
   }
-  a.last_token = now;
   if (a.n_output == 0) out.prompt_logprobs = std::move(a.prompt_logprobs);
   ++a.n_output;
   ++metrics_.generation_tokens_total;
@@ -418,6 +473,8 @@ void EngineCore::finish(int64_t id, Active& a, RequestOutput& out, FinishKind ki
   out.n_prompt_tokens = a.n_prompt;
   out.n_output_tokens = a.n_output;
   out.n_cached_tokens = a.n_cached;
+  out.n_draft_tokens = a.n_draft_tokens;
+  out.n_accepted_tokens = a.n_accepted_tokens;
   metrics_.e2e_request_latency.observe(std::chrono::duration<double>(now - a.arrival).count());
   ++metrics_.request_success_total[size_t(kind)];
   OutputSink sink = std::move(a.sink);

@@ -16,6 +16,7 @@
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -33,6 +34,9 @@ struct EngineConfig {
   // How long a prefill instance holds a handed-off prompt's blocks for the decode
   // instance to pull before it frees them.
   std::chrono::milliseconds kv_lease{30000};
+  // Drafted tokens each decode step verifies (docs/speculative.md); the drafter comes from
+  // make_drafter, or set_drafter.
+  SpeculativeConfig speculative;
 };
 
 
@@ -59,6 +63,9 @@ class EngineCore {
   ~EngineCore();
 
   const EngineConfig& config() const { return config_; }
+  // Replaces the drafter config().speculative made (null: no drafts); for drafters that are
+  // not a configuration, such as a benchmark's of known acceptance.
+  void set_drafter(std::unique_ptr<DraftSource> drafter);
   const RequestLimits& limits() const { return limits_; }
 
   // Queues a request under the caller's id (unique among unfinished ones). Throws
@@ -124,10 +131,14 @@ class EngineCore {
   void run_model(const StepPlan& plan);
   // Prompt logprobs from an all-logits chunk's rows (one per token of the chunk).
   void collect_prompt_logprobs(Active& a, const ScheduledSeq& s, const float* rows);
-  void postprocess(const StepPlan& plan, const std::vector<int32_t>& sampled,
-                   const std::vector<SampleResult>& results, Clock::time_point now);
-  // Appends one token to a request's output; true when it ends the request.
-  bool emit_token(Active& a, const SampleResult& r, RequestOutput& out);
+  // The tokens a sequence's step emits from its logit rows: each draft the sampler accepts,
+  // then one token of its own (see Sampler::verify).
+  std::vector<SampleResult> verify_and_sample(Active& a, const ScheduledSeq& s, const float* rows);
+  void postprocess(const StepPlan& plan, const std::vector<std::vector<SampleResult>>& results, Clock::time_point now);
+  // Appends one token to a request's output; true when it ends the request. The token is
+  // number i_in_step of the n_in_step the request emitted in the step that ended at now.
+  bool emit_token(Active& a, const SampleResult& r, RequestOutput& out, Clock::time_point now, size_t i_in_step,
+                  size_t n_in_step);
   // flush: what the decoders hold back is final text (not so for a hand-off, whose decode
   // instance continues it).
   void finish(int64_t id, Active& a, RequestOutput& out, FinishKind kind, Clock::time_point now, bool flush = true);
@@ -150,6 +161,7 @@ class EngineCore {
   Scheduler scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<Active>> active_;
   LeaseBook leases_;
+  std::unique_ptr<DraftSource> drafter_;
   std::vector<float> logits_;  // f32 [rows, n_vocab] of the current step
   EngineMetrics metrics_;
   uint64_t seen_prefix_queries_ = 0, seen_prefix_hits_ = 0;

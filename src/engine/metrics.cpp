@@ -40,6 +40,19 @@ std::string prometheus_text(const EngineMetrics& m, const std::string& model_nam
   w.counter("generation_tokens_total", "Tokens generated.", double(m.generation_tokens_total));
   w.counter("num_preemptions_total", "Requests preempted (recomputed later) for lack of KV blocks.",
             double(m.num_preemptions_total));
+  if (m.num_speculative_tokens > 0) {
+    w.counter("spec_decode_num_drafts_total", "Decode steps of a request that verified drafted tokens.",
+              double(m.spec_decode_num_drafts));
+    w.counter("spec_decode_num_draft_tokens_total", "Drafted tokens verified.", double(m.spec_decode_num_draft_tokens));
+    w.counter("spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.", double(m.spec_decode_num_accepted_tokens));
+    std::vector<std::pair<std::string, double>> per_pos;
+    for (int32_t i = 0; i < m.num_speculative_tokens; ++i) {
+      const size_t k = size_t(i);
+      per_pos.emplace_back(std::to_string(i), double(k < m.spec_decode_accepted_per_pos.size() ? m.spec_decode_accepted_per_pos[k] : 0));
+    }
+    w.labelled_counter("spec_decode_num_accepted_tokens_per_pos_total", "Drafted tokens accepted, by position in the draft.",
+                       "position", per_pos);
+  }
   std::vector<std::pair<std::string, double>> finished;
   for (FinishKind k : {FinishKind::kStop, FinishKind::kLength, FinishKind::kAbort, FinishKind::kError}) {
     finished.emplace_back(finish_kind_name(k), double(m.request_success_total[size_t(k)]));

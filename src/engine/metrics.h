@@ -39,6 +39,15 @@ struct EngineMetrics {
   // Remote-KV requests whose KV was loaded [0] or had to be recomputed [1].
   std::array<uint64_t, 2> kv_remote_loads_total{};
 
+  // Speculative decoding (as vLLM names them): decode steps of a request that verified
+  // drafts, the drafted tokens, the accepted ones, and the accepted ones by position in
+  // the draft (index 0: the first drafted token). Reported when num_speculative_tokens > 0.
+  int32_t num_speculative_tokens = 0;
+  uint64_t spec_decode_num_drafts = 0;
+  uint64_t spec_decode_num_draft_tokens = 0;
+  uint64_t spec_decode_num_accepted_tokens = 0;
+  std::vector<uint64_t> spec_decode_accepted_per_pos;
+
   // Gauges, as of the end of the last step.
   int64_t num_requests_running = 0;
   int64_t num_requests_waiting = 0;

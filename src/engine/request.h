@@ -64,6 +64,10 @@ struct RequestOutput {
   int64_t n_prompt_tokens = 0;
   int64_t n_output_tokens = 0;      // generated so far, including this output's
   int64_t n_cached_tokens = 0;      // prompt tokens served from the prefix cache
+  // Speculative decoding, in the final output: drafted tokens verified for the request and
+  // how many of them were accepted.
+  int64_t n_draft_tokens = 0;
+  int64_t n_accepted_tokens = 0;
   // With prompt_logprobs, in the request's first output only: one entry per prompt token
   // from the second on (the first has nothing to be predicted from).
   std::vector<TokenOutput> prompt_logprobs;

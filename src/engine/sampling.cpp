@@ -140,95 +140,132 @@ TokenOutput token_logprobs(const float* logits, int64_t n_vocab, int32_t token, 
   return out;
 }
 
-int32_t Sampler::sample(const float* logits, int64_t n_vocab, SampleResult* out) {
+// The penalised, biased logits of a row; with temperature, scaled by it, and the candidates
+// that survive top_k, top_p and min_p in idx_[0, n_cand_) with m_ their largest logit.
+bool Sampler::prepare(const float* logits, int64_t n_vocab) {
   if (n_vocab <= 0) fail("Sampler::sample: n_vocab must be positive, got {}", n_vocab);
   const bool penalised = has_penalties();
   const bool biased = !params_.logit_bias.empty();
   const bool greedy = params_.temperature < kGreedyBelow;
-  int32_t token;
-
   if (greedy && !penalised && !biased) {
-    token = argmax(logits, n_vocab);
-  } else {
-    z_.assign(logits, logits + n_vocab);  // reuses capacity after the first call
-    float* z = z_.data();
-    if (penalised) apply_penalties(z, n_vocab);
-    for (const auto& [t, bias] : params_.logit_bias) {
-      if (t >= n_vocab) fail("Sampler::sample: logit_bias token {} is outside the vocabulary [0, {})", t, n_vocab);
-      z[t] += bias;
-    }
-    if (greedy) {
-      token = argmax(z, n_vocab);
-    } else {
-      const float inv_t = 1.0f / params_.temperature;
-      for (int64_t i = 0; i < n_vocab; ++i) z[i] *= inv_t;
-      const float m = z[argmax(z, n_vocab)];
-      if (!std::isfinite(m)) fail("Sampler::sample: the largest logit is {}, nothing to draw from", m);
+    greedy_token_ = argmax(logits, n_vocab);
+    return false;
+  }
+  z_.assign(logits, logits + n_vocab);  // reuses capacity after the first call
+  float* z = z_.data();
+  if (penalised) apply_penalties(z, n_vocab);
+  for (const auto& [t, bias] : params_.logit_bias) {
+    if (t >= n_vocab) fail("Sampler::sample: logit_bias token {} is outside the vocabulary [0, {})", t, n_vocab);
+    z[t] += bias;
+  }
+  if (greedy) {
+    greedy_token_ = argmax(z, n_vocab);
+    return false;
+  }
+  const float inv_t = 1.0f / params_.temperature;
+  for (int64_t i = 0; i < n_vocab; ++i) z[i] *= inv_t;
+  const float m = z[argmax(z, n_vocab)];
+  if (!std::isfinite(m)) fail("Sampler::sample: the largest logit is {}, nothing to draw from", m);
 
-      idx_.resize(size_t(n_vocab));
-      std::iota(idx_.begin(), idx_.end(), 0);
-      int32_t* idx = idx_.data();
-      int64_t n = n_vocab;
-      const Higher higher{z};
+  idx_.resize(size_t(n_vocab));
+  std::iota(idx_.begin(), idx_.end(), 0);
+  int32_t* idx = idx_.data();
+  int64_t n = n_vocab;
+  const Higher higher{z};
 
-      // top_k: the k largest, unordered; nth_element is linear where a sort is not.
-      if (params_.top_k > 0 && params_.top_k < n) {
-        std::nth_element(idx, idx + params_.top_k, idx + n, higher);
-        n = params_.top_k;
-      }
-
-      // top_p: keep tokens, most likely first, while the mass strictly above them is < p,
-      // i.e. the smallest set whose mass reaches p (vLLM's rule). The nucleus is usually a
-      // handful of tokens, so order the candidates in growing chunks instead of sorting all.
-      if (params_.top_p < 1.0f) {
-        double total = 0.0;
-        for (int64_t i = 0; i < n; ++i) total += std::exp(double(z[idx[i]]) - m);
-        const double target = double(params_.top_p) * total;
-        double above = 0.0;
-        int64_t sorted = 0, keep = n;
-        while (sorted < n && keep == n) {
-          const int64_t end = std::min(n, std::max<int64_t>(64, sorted * 4));
-          if (end < n) std::nth_element(idx + sorted, idx + end, idx + n, higher);
-          std::sort(idx + sorted, idx + end, higher);
-          for (int64_t i = sorted; i < end; ++i) {
-            if (above >= target) {
-              keep = i;
-              break;
-            }
-            above += std::exp(double(z[idx[i]]) - m);
-          }
-          sorted = end;
-        }
-        n = keep;
-      }
-
-      // min_p: drop tokens below min_p times the largest probability. The ratio to the max is
-      // exp(z - m) whatever the normalisation, and the max survives top_k and top_p, so this
-      // is a plain threshold on the survivors.
-      if (params_.min_p > 0.0f) {
-        const float floor = m + std::log(params_.min_p);
-        int64_t kept = 0;  // in place, order kept; std::stable_partition may allocate
-        for (int64_t i = 0; i < n; ++i) {
-          if (z[idx[i]] >= floor) idx[kept++] = idx[i];
-        }
-        n = kept;
-      }
-
-      double total = 0.0;
-      for (int64_t i = 0; i < n; ++i) total += std::exp(double(z[idx[i]]) - m);
-      const double r = uniform() * total;
-      double acc = 0.0;
-      token = idx[n - 1];  // rounding can leave r just past the last partial sum
-      for (int64_t i = 0; i < n; ++i) {
-        acc += std::exp(double(z[idx[i]]) - m);
-        if (r < acc) {
-          token = idx[i];
-          break;
-        }
-      }
-    }
+  // top_k: the k largest, unordered; nth_element is linear where a sort is not.
+  if (params_.top_k > 0 && params_.top_k < n) {
+    std::nth_element(idx, idx + params_.top_k, idx + n, higher);
+    n = params_.top_k;
   }
 
+  // top_p: keep tokens, most likely first, while the mass strictly above them is < p,
+  // i.e. the smallest set whose mass reaches p (vLLM's rule). The nucleus is usually a
+  // handful of tokens, so order the candidates in growing chunks instead of sorting all.
+  if (params_.top_p < 1.0f) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) total += std::exp(double(z[idx[i]]) - m);
+    const double target = double(params_.top_p) * total;
+    double above = 0.0;
+    int64_t sorted = 0, keep = n;
+    while (sorted < n && keep == n) {
+      const int64_t end = std::min(n, std::max<int64_t>(64, sorted * 4));
+      if (end < n) std::nth_element(idx + sorted, idx + end, idx + n, higher);
+      std::sort(idx + sorted, idx + end, higher);
+      for (int64_t i = sorted; i < end; ++i) {
+        if (above >= target) {
+          keep = i;
+          break;
+        }
+        above += std::exp(double(z[idx[i]]) - m);
+      }
+      sorted = end;
+    }
+    n = keep;
+  }
+
+  // min_p: drop tokens below min_p times the largest probability. The ratio to the max is
+  // exp(z - m) whatever the normalisation, and the max survives top_k and top_p, so this
+  // is a plain threshold on the survivors.
+  if (params_.min_p > 0.0f) {
+    const float floor = m + std::log(params_.min_p);
+    int64_t kept = 0;  // in place, order kept; std::stable_partition may allocate
+    for (int64_t i = 0; i < n; ++i) {
+      if (z[idx[i]] >= floor) idx[kept++] = idx[i];
+    }
+    n = kept;
+  }
+  n_cand_ = n;
+  m_ = m;
+  return true;
+}
+
+int32_t Sampler::draw(int32_t excluded) {
+  const float* z = z_.data();
+  const int32_t* idx = idx_.data();
+  const int64_t n = n_cand_;
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] != excluded) total += std::exp(double(z[idx[i]]) - m_);
+  }
+  const double r = uniform() * total;
+  double acc = 0.0;
+  int32_t token = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] == excluded) continue;
+    token = idx[i];  // rounding can leave r just past the last partial sum: keep the last one
+    acc += std::exp(double(z[idx[i]]) - m_);
+    if (r < acc) break;
+  }
+  return token;
+}
+
+int32_t Sampler::sample(const float* logits, int64_t n_vocab, SampleResult* out) {
+  const int32_t token = prepare(logits, n_vocab) ? draw(-1) : greedy_token_;
+  if (out) {
+    out->token = token;
+    out->logprob = 0.0f;
+    fill_logprobs(logits, n_vocab, token, out);
+  }
+  return token;
+}
+
+int32_t Sampler::verify(const float* logits, int64_t n_vocab, int32_t draft, SampleResult* out) {
+  const bool drawn = prepare(logits, n_vocab);
+  int32_t token = greedy_token_;
+  if (drawn) {
+    double total = 0.0, p_draft = 0.0;
+    for (int64_t i = 0; i < n_cand_; ++i) {
+      const double w = std::exp(double(z_[size_t(idx_[size_t(i)])]) - m_);
+      total += w;
+      if (idx_[size_t(i)] == draft) p_draft = w;
+    }
+    p_draft /= total;
+    // A draft the filters removed has probability 0 and is always rejected. A rejected
+    // draft's mass is taken out of the draw, so that accepting with p(draft) and drawing
+    // from the rest gives every token exactly its probability p.
+    token = uniform() < p_draft ? draft : draw(draft);
+  }
   if (out) {
     out->token = token;
     out->logprob = 0.0f;

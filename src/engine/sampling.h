@@ -71,6 +71,14 @@ class Sampler {
   // call accept() for each token that becomes part of the output.
   int32_t sample(const float* logits, int64_t n_vocab, SampleResult* out = nullptr);
 
+  // Speculative decoding's check of a drafted token against the logits of its position,
+  // keeping the output distribution exactly sample()'s. Greedy: the argmax (the draft is
+  // accepted when it equals it). Sampled: the draft with the probability sample() would
+  // draw it, else a draw from that distribution with the draft taken out (rejection
+  // sampling against a drafter that proposes one token for certain). Like sample(), records
+  // nothing.
+  int32_t verify(const float* logits, int64_t n_vocab, int32_t draft, SampleResult* out = nullptr);
+
   // Records a generated token for the repetition, presence and frequency penalties.
   void accept(int32_t token);
 
@@ -88,6 +96,11 @@ class Sampler {
 
  private:
   bool has_penalties() const;
+  // Fills z_, idx_, n_cand_ and m_ for a draw; false when the row is greedy (then the
+  // token is greedy_token_).
+  bool prepare(const float* logits, int64_t n_vocab);
+  // One draw from the prepared candidates, `excluded` (or -1) left out.
+  int32_t draw(int32_t excluded);
   void fill_logprobs(const float* logits, int64_t n_vocab, int32_t token, SampleResult* out);
   double uniform();  // [0, 1), from our own bits so every standard library draws the same
 
@@ -98,6 +111,9 @@ class Sampler {
   // Scratch kept across calls so a step allocates nothing after the first.
   std::vector<float> z_;
   std::vector<int32_t> idx_;
+  int64_t n_cand_ = 0;
+  float m_ = 0.0f;
+  int32_t greedy_token_ = -1;
 };
 
 int32_t argmax(const float* x, int64_t n);

@@ -195,6 +195,28 @@ void Scheduler::schedule_decodes(StepPlan& plan, int64_t& budget) {
   }
 }
 
+void Scheduler::schedule_drafts(StepPlan& plan, int64_t& budget) {
+  if (!drafts_ || config_.num_speculative_tokens <= 0) return;
+  for (ScheduledSeq& p : plan.seqs) {
+    if (budget <= 0) return;
+    Seq& s = seqs_.at(p.id);
+    // A step emits up to 1 + k tokens: never more than max_tokens leaves.
+    const int64_t left = s.req.max_tokens - s.n_generated - 1;
+    int64_t k = std::min<int64_t>({config_.num_speculative_tokens, left, budget});
+    if (k <= 0) continue;
+    std::vector<int32_t> d = drafts_->propose(p.id, s.tokens, int32_t(k));
+    k = std::min<int64_t>(k, int64_t(d.size()));
+    while (k > 0 && !blocks_.append(p.id, k)) --k;
+    if (k == 0) continue;
+    p.tokens.insert(p.tokens.end(), d.begin(), d.begin() + std::ptrdiff_t(k));
+    p.n_tokens += k;
+    p.n_draft = int32_t(k);
+    p.block_table = blocks_.table(p.id);
+    plan.n_batched_tokens += k;
+    budget -= k;
+  }
+}
+
 int64_t Scheduler::chunk_size(const Seq& s, int64_t budget) {
   const int64_t n = std::min(budget, s.n_prompt - s.n_computed);
   // An all-logits chunk returns a vocabulary-wide row per token; bound what one step holds.
@@ -267,6 +289,7 @@ StepPlan Scheduler::schedule() {
   StepPlan plan;
   int64_t budget = config_.max_num_batched_tokens;
   schedule_decodes(plan, budget);
+  schedule_drafts(plan, budget);
   schedule_prefills(plan, budget);
   schedule_admissions(plan, budget);
   // Positions are counted as computed when the step commits; until then the plan's pos0s
@@ -275,42 +298,68 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
+std::vector<int64_t> Scheduler::on_step_done(const StepPlan& plan, const std::vector<int32_t>& sampled) {
+  std::vector<std::vector<int32_t>> emitted;
+  emitted.reserve(sampled.size());
+  for (int32_t t : sampled) emitted.push_back({t});
+  return on_step_done(plan, emitted);
+}
+
 std::vector<int64_t> Scheduler::on_step_done(const StepPlan& plan,
-                                             const std::vector<int32_t>& sampled) {
+                                             const std::vector<std::vector<int32_t>>& emitted) {
   if (!step_pending_ && !plan.empty())
     throw std::logic_error("on_step_done() without a pending schedule()");
   size_t n_sampling = 0;
   for (const ScheduledSeq& p : plan.seqs) n_sampling += p.produces_logits ? 1 : 0;
-  if (sampled.size() != n_sampling)
-    throw std::invalid_argument("on_step_done: " + std::to_string(sampled.size()) +
-                                " sampled tokens for " + std::to_string(n_sampling) +
+  if (emitted.size() != n_sampling)
+    throw std::invalid_argument("on_step_done: " + std::to_string(emitted.size()) +
+                                " sampled token runs for " + std::to_string(n_sampling) +
                                 " sampling sequences");
-  step_pending_ = false;
-  std::vector<int64_t> finished;
   size_t k = 0;
   for (const ScheduledSeq& p : plan.seqs) {
-    const int32_t token = p.produces_logits ? sampled[k++] : 0;
+    if (!p.produces_logits) continue;
+    const std::vector<int32_t>& e = emitted[k++];
+    // The KV of every emitted token but the last was written by this step as a draft.
+    const size_t n_drafted = size_t(p.n_draft);
+    if (e.empty() || e.size() > 1 + n_drafted ||
+        !std::equal(e.begin(), e.end() - 1, p.tokens.end() - std::ptrdiff_t(n_drafted)))
+      throw std::invalid_argument("on_step_done: request " + std::to_string(p.id) +
+                                  " emitted tokens that are not its accepted drafts and one more");
+  }
+  step_pending_ = false;
+  std::vector<int64_t> finished;
+  k = 0;
+  for (const ScheduledSeq& p : plan.seqs) {
+    static const std::vector<int32_t> kNothing;
+    const std::vector<int32_t>& e = p.produces_logits ? emitted[k++] : kNothing;
     Seq& s = seqs_.at(p.id);
     // Aborted or stopped between schedule() and now: its result is dropped.
     if (s.state != RequestState::kRunning || s.n_computed != p.pos0) continue;
+    // Positions whose KV holds the sequence's tokens: the chunk, less its rejected drafts.
+    const int64_t n_valid = p.n_tokens - (e.empty() ? 0 : p.n_draft - int64_t(e.size() - 1));
     const int64_t bs = blocks_.block_size();
-    const bool crosses_block = (p.pos0 + p.n_tokens) / bs > p.pos0 / bs;
-    s.n_computed += p.n_tokens;
-    if (crosses_block) {
-      // Only whole blocks enter the prefix cache, so commit when one has just filled.
-      std::vector<int32_t> written(s.tokens.begin(),
-                                   s.tokens.begin() + std::ptrdiff_t(s.n_computed));
-      blocks_.commit_full_blocks(p.id, written);
+    const bool crosses_block = (p.pos0 + n_valid) / bs > p.pos0 / bs;
+    s.n_computed += n_valid;
+    if (n_valid < p.n_tokens) blocks_.truncate(p.id, s.n_computed);
+    if (!p.produces_logits) {
+      if (crosses_block) commit_written(s);
+      continue;
     }
-    if (!p.produces_logits) continue;
-    s.tokens.push_back(token);
-    ++s.n_generated;
+    s.tokens.insert(s.tokens.end(), e.begin(), e.end());
+    s.n_generated += int64_t(e.size());
+    // Only whole blocks enter the prefix cache, so commit when one has just filled.
+    if (crosses_block) commit_written(s);
     if (s.n_generated >= s.req.max_tokens) {
       end(p.id, FinishReason::kLength, s.req.keep_blocks);
       finished.push_back(p.id);
     }
   }
   return finished;
+}
+
+void Scheduler::commit_written(const Seq& s) {
+  const std::vector<int32_t> written(s.tokens.begin(), s.tokens.begin() + std::ptrdiff_t(s.n_computed));
+  blocks_.commit_full_blocks(s.req.id, written);
 }
 
 }  // namespace moe

@@ -25,6 +25,14 @@
 // chosen as a preemption victim (its blocks are being written), and if the load fails it
 // falls back to recomputing its prompt.
 //
+// Speculative decoding: with num_speculative_tokens k > 0 and a DraftSource, a decoding
+// request's step also carries up to k drafted tokens after its last one, placed after every
+// decode is in the plan (so drafts never crowd a decode out) and before prompt chunks; a
+// draft never preempts anything, it shrinks to what the budget and the free blocks allow.
+// The step's logits verify them, and on_step_done takes the tokens the step emitted (the
+// accepted drafts, then one more): positions of rejected drafts are given back to the
+// block pool at once.
+//
 // Preemption is by recompute: a victim's blocks are freed and its prompt + generated tokens
 // become its new prompt, so when it is re-admitted its prefill (mostly a prefix-cache hit
 // if its blocks were not evicted yet) ends with exactly the state it had.
@@ -49,6 +57,16 @@ struct SchedulerConfig {
   // Fraction of all blocks admission leaves free for running sequences to grow into.
   double watermark = 0.01;
   enum class Policy { kFcfs, kPriority } policy = Policy::kFcfs;
+  // Drafted tokens a decoding request may verify per step (see the header comment).
+  int32_t num_speculative_tokens = 0;
+};
+
+// Proposes the tokens that may follow a running request's tokens (prompt and output so far),
+// at most max_k of them; fewer or none when it has no guess.
+class DraftSource {
+ public:
+  virtual ~DraftSource() = default;
+  virtual std::vector<int32_t> propose(int64_t id, const std::vector<int32_t>& tokens, int32_t max_k) = 0;
 };
 
 struct Request {
@@ -80,8 +98,10 @@ struct ScheduledSeq {
   // A chunk of a prompt_logits request's first prefill: a logit row for every token (the
   // last one is the sampled row when produces_logits).
   bool all_logits = false;
+  // A decode's drafted tokens: the last n_draft of tokens, each with a logit row too.
+  int32_t n_draft = 0;
   // Logit rows this sequence has in the step's output.
-  int64_t n_logit_rows() const { return all_logits ? n_tokens : (produces_logits ? 1 : 0); }
+  int64_t n_logit_rows() const { return all_logits ? n_tokens : (produces_logits ? 1 + n_draft : 0); }
 };
 
 // A remote-KV request admitted by this schedule(): its blocks, to be filled from n_cached.
@@ -109,9 +129,16 @@ class Scheduler {
   // positions than the whole KV cache holds (it could not even run alone).
   bool add(Request request);
 
+  // Drafts come from `source` (null: none) when num_speculative_tokens > 0. The source must
+  // outlive its use.
+  void set_draft_source(DraftSource* source) { drafts_ = source; }
+
   StepPlan schedule();
-  // sampled: one token per plan sequence with produces_logits, in plan order. Returns the
-  // requests that finished by reaching max_tokens.
+  // emitted: per plan sequence with produces_logits, in plan order, the tokens its step
+  // emitted: its first n accepted drafts (equal to them) and then one token, 1 + n in all
+  // with n <= n_draft. Returns the requests that finished by reaching max_tokens.
+  std::vector<int64_t> on_step_done(const StepPlan& plan, const std::vector<std::vector<int32_t>>& emitted);
+  // The same for a step without drafts: one token per sampling sequence.
   std::vector<int64_t> on_step_done(const StepPlan& plan, const std::vector<int32_t>& sampled);
 
   // The caller saw a stop condition (EOS, stop string): the request ends and its blocks
@@ -173,9 +200,13 @@ class Scheduler {
   // The least urgent running request that may be preempted (one not waiting for its KV).
   int64_t pick_victim() const;
   void end(int64_t id, FinishReason reason, bool keep_blocks = false);
+  // Registers the sequence's full blocks of written positions in the prefix cache.
+  void commit_written(const Seq& s);
   void add_to_plan(Seq& s, int64_t n_tokens, StepPlan& plan);
   // Step 1 and 2 and 3 of the header comment; each consumes budget.
   void schedule_decodes(StepPlan& plan, int64_t& budget);
+  // Extends the plan's decodes (all of it so far) with drafts, within budget and blocks.
+  void schedule_drafts(StepPlan& plan, int64_t& budget);
   // A prompt_logits request's first prefill: no prefix-cache hits, every logit row. After a
   // preemption the recomputed prompt's logits were already reported.
   static bool wants_all_logits(const Seq& s) { return s.req.prompt_logits && s.n_generated == 0; }
@@ -194,6 +225,7 @@ class Scheduler {
   int64_t next_arrival_ = 0;
   size_t n_awaiting_kv_ = 0;
   bool step_pending_ = false;
+  DraftSource* drafts_ = nullptr;
 };
 
 }  // namespace moe

@@ -64,7 +64,7 @@ std::optional<double> SchedulerInstance::start_step(std::vector<SimRequest>& req
       k.prefill_left[id] = again;
     }
     if (k.plan.empty()) {
-      k.scheduler.on_step_done(k.plan, {});
+      k.scheduler.on_step_done(k.plan, std::vector<int32_t>{});
       continue;
     }
     any = true;

@@ -14,12 +14,15 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/bench_speculative.h"
 #include "cli/kv_dtype_arg.h"
+#include "cli/speculative_arg.h"
 #include "cli/model_loading.h"
 #include "cli/progress.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "tokenizer/gguf_vocab.h"
 #include "engine/single_sequence.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -38,6 +41,8 @@ struct BenchModelArgs {
   int batch_context = 128;
   std::vector<int> context;  // context depths to decode at, besides tg from an empty one
   KvDtype kv_dtype = kKvDtypeAuto;
+  SpeculativeConfig speculative;
+  std::optional<double> draft_acceptance;
   bool json = false;
 };
 
@@ -168,6 +173,7 @@ void run(const BenchModelArgs& a) {
   for (int d : a.context) {
     if (d < 1) fail("--context depths must be at least 1, got {}", d);
   }
+  if (a.draft_acceptance && !a.speculative.enabled()) fail("--draft-acceptance needs --speculative-config (for num_speculative_tokens)");
   auto model = load_model_with_progress(a.model);
   const ModelConfig& c = model->config();
   ThreadPool pool(a.threads);
@@ -245,6 +251,29 @@ void run(const BenchModelArgs& a) {
     }
     depth_bar.done();
   }
+  std::optional<SpecDecodeBench> spec;
+  if (a.speculative.enabled()) {
+    if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: --speculative-config runs the serving engine, which needs the file's tokenizer", a.model.path);
+    const Tokenizer tok(tokenizer_spec_from_gguf(model->file()));
+    ProgressBar spec_bar(fmt::format("bench speculative decode tg{}", a.tg));
+    spec = bench_speculative_decode(*model, tok, a.kv_dtype, a.speculative, a.draft_acceptance, prompt, a.tg, pool);
+    spec_bar.done();
+  }
+  // Weights read per decoded token when each engine step reads one token's worth: a lower
+  // bound, since the tokens a step verifies may route to different experts.
+  auto weight_bytes_per_token = [&](const SpecDecodeRun& r) {
+    return r.tokens > 0 ? double(model->active_bytes_per_token()) * double(r.steps) / double(r.tokens) : 0.0;
+  };
+  auto spec_json = [&](const SpecDecodeRun& r) {
+    return nlohmann::ordered_json{{"tokens_per_s", r.tokens_per_s},
+                                  {"tokens", r.tokens},
+                                  {"steps", r.steps},
+                                  {"tokens_per_step", r.tokens_per_step()},
+                                  {"drafted_tokens", r.drafted},
+                                  {"accepted_tokens", r.accepted},
+                                  {"acceptance", r.drafted > 0 ? double(r.accepted) / double(r.drafted) : 0.0},
+                                  {"weight_bytes_per_token_at_least", weight_bytes_per_token(r)}};
+  };
   // What a decoded token reads at depth d: the weights, and every layer's d rows of KV.
   const double kv_bytes_per_position = double(c.n_layer) * double(c.kv_row_format(a.kv_dtype).bytes());
 
@@ -299,6 +328,13 @@ void run(const BenchModelArgs& a) {
                                       {"bytes_per_token", gb * 1e9},
                                       {"roofline_fraction", at_depth[i].mean * gb / bw.mean}});
     }
+    if (spec) {
+      j["speculative"] = {{"config", nlohmann::json::parse(speculative_config_json(a.speculative))},
+                          {"draft_acceptance", a.draft_acceptance ? nlohmann::ordered_json(*a.draft_acceptance) : nullptr},
+                          {"without_drafts", spec_json(spec->plain)},
+                          {"with_drafts", spec_json(spec->speculative)},
+                          {"speedup", spec->speculative.tokens_per_s / spec->plain.tokens_per_s}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -319,6 +355,15 @@ void run(const BenchModelArgs& a) {
     std::printf("| tg%-4d @ d%-6d | %7.2f ± %.2f | %.3f GB per token (KV %s %.3f) | %.0f%% of the 1 GiB buffer's roofline |\n", a.tg,
                 a.context[i], at_depth[i].mean, at_depth[i].stddev, gb, kv_dtype_name(a.kv_dtype),
                 double(a.context[i]) * kv_bytes_per_position / 1e9, 100.0 * at_depth[i].mean * gb / bw.mean);
+  }
+  if (spec) {
+    for (const auto& [name, r] : {std::pair{"engine, no drafts", spec->plain}, std::pair{"engine, drafts", spec->speculative}}) {
+      std::printf("| tg%-4d %-17s | %7.2f | %.2f tokens per step, %lld of %lld drafts accepted | >= %.3f GB of weights per token |\n", a.tg, name,
+                  r.tokens_per_s, r.tokens_per_step(), (long long)r.accepted, (long long)r.drafted, weight_bytes_per_token(r) / 1e9);
+    }
+    std::printf("speculative decoding %s%s: %.2fx the engine's decode speed without drafts\n", speculative_config_json(a.speculative).c_str(),
+                a.draft_acceptance ? fmt::format(", drafts right with probability {}", *a.draft_acceptance).c_str() : "",
+                spec->speculative.tokens_per_s / spec->plain.tokens_per_s);
   }
   std::printf("prefill: %.1f GFLOP/s (2 x %.3fB active parameters per token)\n", gflops,
               double(model->active_params_per_token()) / 1e9);
@@ -349,7 +394,10 @@ void register_bench_model(CLI::App& bench) {
       "--batch 1,4,16,32: also tokens/s of that many sequences decoding together (tg steps each, after\n"
       "--batch-context random prompt tokens), as a serving engine's decode steps run.\n"
       "--context 4096,16384: also tg tokens/s of one sequence decoding after that many positions of\n"
-      "context (as llama-bench -d), with the KV bytes each token reads; --kv-cache-dtype sets how the KV is stored.");
+      "context (as llama-bench -d), with the KV bytes each token reads; --kv-cache-dtype sets how the KV is stored.\n"
+      "--speculative-config JSON: also tg tokens decoded by the serving engine without and with drafts;\n"
+      "--draft-acceptance 0.8 replaces the drafts by the known continuation, 80% of them right (docs/speculative.md):\n"
+      "  moengine bench model --model mid-q8_0.gguf --tg 64 --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}' --draft-acceptance 0.8");
   add_model_options(*cmd, args->model);
   cmd->add_option("--pp", args->pp, "Prompt tokens per prefill run")->capture_default_str();
   cmd->add_option("--tg", args->tg, "Tokens per decode run")->capture_default_str();
@@ -359,6 +407,16 @@ void register_bench_model(CLI::App& bench) {
   cmd->add_option("--batch-context", args->batch_context, "Prompt tokens per sequence before batched decode")->capture_default_str();
   cmd->add_option("--context", args->context, "Context depths to decode at, comma-separated (e.g. 4096,16384,32768)")->delimiter(',');
   add_kv_dtype_option(*cmd, args->kv_dtype);
+  add_speculative_option(*cmd, args->speculative);
+  cmd->add_option_function<double>(
+         "--draft-acceptance",
+         [args](double v) {
+           if (!(v >= 0.0 && v <= 1.0)) fail("--draft-acceptance must be in [0, 1], got {}", v);
+           args->draft_acceptance = v;
+         },
+         "For benchmarks only: the drafter proposes the greedy continuation, each token right with this probability "
+         "(needs --speculative-config for num_speculative_tokens)")
+      ->type_name("A");
   cmd->add_flag("--json", args->json, "Print the results as JSON");
   cmd->callback([args] { run(*args); });
 }

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/kv_dtype_arg.h"
+#include "cli/speculative_arg.h"
 #include "cli/commands.h"
 #include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/thread_pool.h"
+#include "engine/engine_core.h"
 #include "engine/sampling.h"
 #include "engine/single_sequence.h"
 #include "tokenizer/gguf_vocab.h"
@@ -34,8 +36,81 @@ struct GenerateArgs {
   bool ignore_eos = false;
   std::string logits_out;
   KvDtype kv_dtype = kKvDtypeAuto;
+  SpeculativeConfig speculative;
   ExpertParallelArgs ep;
 };
+
+struct Generated {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // with --logits-out
+  double prefill_s = 0, decode_s = 0;
+  int64_t drafted = 0, accepted = 0;
+};
+
+// The plain path: prefill, then one decode step per token.
+Generated generate_plainly(const GenerateArgs& a, Model& model, const std::vector<int32_t>& prompt, ThreadPool& pool) {
+  const ModelConfig& c = model.config();
+  SingleSequence seq(model, int64_t(prompt.size()) + a.max_tokens, a.kv_dtype);
+  SamplingParams sp;
+  sp.temperature = a.temperature;
+  sp.seed = a.seed;  // always seeded, so the same command gives the same tokens
+  Sampler sampler(sp, prompt);
+  const bool keep_logits = !a.logits_out.empty();
+  Generated g;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float>& pl = seq.prefill(prompt, keep_logits, pool);
+  if (keep_logits) g.logits = pl;
+  const float* last = pl.data() + (keep_logits ? (int64_t(prompt.size()) - 1) * c.n_vocab : 0);
+  int32_t next = sampler.sample(last, c.n_vocab);
+  sampler.accept(next);
+  const auto t1 = std::chrono::steady_clock::now();
+  g.tokens.push_back(next);
+  while (int(g.tokens.size()) < a.max_tokens && (a.ignore_eos || next != c.eos_id)) {
+    const std::vector<float>& l = seq.decode(next, pool);
+    if (keep_logits) g.logits.insert(g.logits.end(), l.begin(), l.end());
+    next = sampler.sample(l.data(), c.n_vocab);
+    sampler.accept(next);
+    g.tokens.push_back(next);
+  }
+  g.prefill_s = std::chrono::duration<double>(t1 - t0).count();
+  g.decode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  return g;
+}
+
+// With --speculative-config: the prompt as the serving engine's only request, each decode
+// step verifying the drafter's tokens.
+Generated generate_speculatively(const GenerateArgs& a, Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                 ThreadPool& pool) {
+  EngineConfig ec;
+  ec.kv_dtype = a.kv_dtype;
+  ec.speculative = a.speculative;
+  ec.n_blocks = int32_t((int64_t(prompt.size()) + a.max_tokens + a.speculative.num_speculative_tokens) / ec.block_size + 2);
+  ec.scheduler.max_num_seqs = 1;
+  ec.scheduler.max_num_batched_tokens = std::max<int64_t>(int64_t(prompt.size()), 1 + a.speculative.num_speculative_tokens);
+  EngineCore core(model, tok, ec, pool);
+  GenerateParams p;
+  p.sampling.temperature = a.temperature;
+  p.sampling.seed = a.seed;
+  p.max_tokens = a.max_tokens;
+  p.ignore_eos = a.ignore_eos;
+  Generated g;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> first;
+  core.add(0, prompt, p, [&](RequestOutput&& out) {
+    if (!first && !out.tokens.empty()) first = std::chrono::steady_clock::now();
+    for (const TokenOutput& t : out.tokens) g.tokens.push_back(t.token);
+    if (out.finished) {
+      if (out.finish == FinishKind::kError) fail("generate: {}", out.error);
+      g.drafted = out.n_draft_tokens;
+      g.accepted = out.n_accepted_tokens;
+    }
+  });
+  while (core.has_work()) core.step();
+  const auto t2 = std::chrono::steady_clock::now();
+  g.prefill_s = std::chrono::duration<double>(first.value_or(t2) - t0).count();
+  g.decode_s = std::chrono::duration<double>(t2 - first.value_or(t2)).count();
+  return g;
+}
 
 // Text of generated ids, decoded as a stream would be; control tokens add no text.
 std::string ids_to_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
@@ -67,43 +142,24 @@ void run(const GenerateArgs& a) {
     return;
   }
 
-  SingleSequence seq(*model, int64_t(prompt.size()) + a.max_tokens, a.kv_dtype);
-  SamplingParams sp;
-  sp.temperature = a.temperature;
-  sp.seed = a.seed;  // always seeded, so the same command gives the same tokens
-  Sampler sampler(sp, prompt);
-  const bool keep_logits = !a.logits_out.empty();
-  std::vector<float> all_logits;
-  std::vector<int32_t> out;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<float>& pl = seq.prefill(prompt, keep_logits, pool);
-  if (keep_logits) all_logits = pl;
-  const float* last = pl.data() + (keep_logits ? (int64_t(prompt.size()) - 1) * c.n_vocab : 0);
-  int32_t next = sampler.sample(last, c.n_vocab);
-  sampler.accept(next);
-  const auto t1 = std::chrono::steady_clock::now();
-  out.push_back(next);
-  while (int(out.size()) < a.max_tokens && (a.ignore_eos || next != c.eos_id)) {
-    const std::vector<float>& l = seq.decode(next, pool);
-    if (keep_logits) all_logits.insert(all_logits.end(), l.begin(), l.end());
-    next = sampler.sample(l.data(), c.n_vocab);
-    sampler.accept(next);
-    out.push_back(next);
-  }
-  const auto t2 = std::chrono::steady_clock::now();
+  if (a.speculative.enabled() && !a.logits_out.empty()) fail("--logits-out and --speculative-config do not go together");
+  if (a.speculative.enabled() && !tok) fail("{}: --speculative-config runs the serving engine, which needs the file's tokenizer", a.model.path);
+  const Generated g = a.speculative.enabled() ? generate_speculatively(a, *model, *tok, prompt, pool) : generate_plainly(a, *model, prompt, pool);
+  const std::vector<int32_t>& out = g.tokens;
   if (group.ep) group.ep->join_step(moe::ExpertParallel::StepWork::none);
   finish_expert_parallel_run(group, a.ep);
 
-  const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
-  const double decode_s = std::chrono::duration<double>(t2 - t1).count();
   std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tok/s); decode: %zu tokens in %.3f s (%.1f tok/s); %d threads\n",
-               prompt.size(), prefill_s, double(prompt.size()) / prefill_s, out.size() - 1, decode_s,
-               out.size() > 1 ? double(out.size() - 1) / decode_s : 0.0, pool.size());
+               prompt.size(), g.prefill_s, double(prompt.size()) / g.prefill_s, out.size() - 1, g.decode_s,
+               out.size() > 1 ? double(out.size() - 1) / g.decode_s : 0.0, pool.size());
+  if (a.speculative.enabled()) {
+    std::fprintf(stderr, "speculative decoding (%s): %lld drafted tokens, %lld accepted (%.1f%%)\n", speculative_method_name(a.speculative.method),
+                 (long long)g.drafted, (long long)g.accepted, g.drafted > 0 ? 100.0 * double(g.accepted) / double(g.drafted) : 0.0);
+  }
 
-  if (keep_logits) {
-    const int64_t rows = int64_t(all_logits.size()) / c.n_vocab;
-    write_npy_f32(a.logits_out, {rows, c.n_vocab}, all_logits.data());
+  if (!a.logits_out.empty()) {
+    const int64_t rows = int64_t(g.logits.size()) / c.n_vocab;
+    write_npy_f32(a.logits_out, {rows, c.n_vocab}, g.logits.data());
   }
   const std::string text = tok ? ids_to_text(*tok, out) : std::string();
   if (a.json) {
@@ -125,6 +181,7 @@ void register_generate(CLI::App& app) {
       "  moengine generate --model tiny.gguf --prompt-ids 1,2,3 --max-tokens 8 --json\n"
       "  moengine generate --model tiny.gguf --prompt-ids 5,6 --logits-out logits.npy\n"
       "  mpirun -np 2 moengine generate --model tiny.gguf --prompt 'The experts' --ep 2   (rank 0 prints)\n"
+      "  moengine generate --model tiny.gguf --prompt 'The experts' --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'\n"
       "--logits-out writes float32 [n_prompt + n_generated - 1, n_vocab]: row i holds the logits\n"
       "after consuming token i (prompt rows from the batched prefill, then one row per decode step).");
   add_model_options(*cmd, args->model);
@@ -138,6 +195,7 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after the end-of-sequence token");
   cmd->add_option("--logits-out", args->logits_out, "Write all logits to this .npy file");
   add_kv_dtype_option(*cmd, args->kv_dtype);
+  add_speculative_option(*cmd, args->speculative);
   add_expert_parallel_options(*cmd, args->ep);
   cmd->callback([args] { run(*args); });
 }

@@ -13,6 +13,7 @@
 #include "cli/expert_parallel_args.h"
 #include "cli/model_loading.h"
 #include "cli/kv_dtype_arg.h"
+#include "cli/speculative_arg.h"
 #include "cli/rank_addresses.h"
 #include "core/error.h"
 #include "disagg/kv_agent.h"
@@ -39,6 +40,7 @@ struct ServeArgs {
   double kv_cache_memory = 1.0;
   int32_t block_size = 16;
   KvDtype kv_dtype = kKvDtypeAuto;
+  SpeculativeConfig speculative;
   size_t max_waiting = 256;
   std::string scheduling_policy = "fcfs";
   int threads = 0;
@@ -105,6 +107,7 @@ void run(ServeArgs a) {
   ec.engine.scheduler.policy = a.scheduling_policy == "priority" ? SchedulerConfig::Policy::kPriority : SchedulerConfig::Policy::kFcfs;
   ec.engine.block_size = a.block_size;
   ec.engine.kv_dtype = a.kv_dtype;
+  ec.engine.speculative = a.speculative;
   ec.engine.n_blocks = kv_blocks_for_memory(*model, a.kv_cache_memory, a.block_size, a.kv_dtype);
   // An explicit length the model or the cache cannot hold is refused; the default (the
   // model's context) is only capped, per request, at the cache's size.
@@ -147,6 +150,7 @@ void run(ServeArgs a) {
   std::fprintf(stderr, "engine: KV cache %s, %d blocks of %d positions (%lld tokens), max_model_len %lld, max_num_seqs %d, max_num_batched_tokens %lld\n",
                kv_dtype_name(a.kv_dtype), ec.engine.n_blocks, ec.engine.block_size, (long long)limits.kv_capacity_tokens, (long long)limits.max_model_len,
                a.max_num_seqs, (long long)a.max_num_batched_tokens);
+  if (a.speculative.enabled()) std::fprintf(stderr, "engine: speculative decoding %s\n", speculative_config_json(a.speculative).c_str());
 
   std::unique_ptr<disagg::KvAgent> agent = make_kv_agent(a, engine, *model);
   const std::string& engine_id = a.engine_id;
@@ -233,6 +237,7 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "Positions per KV cache block")->capture_default_str();
   add_kv_dtype_option(*cmd, args->kv_dtype);
+  add_speculative_option(*cmd, args->speculative);
   cmd->add_option("--max-waiting", args->max_waiting, "Requests queued but not running; more get 429 with Retry-After")
       ->capture_default_str();
   cmd->add_option("--scheduling-policy", args->scheduling_policy, "fcfs, or priority (by the request's \"priority\", lower first)")

@@ -80,6 +80,7 @@ std::vector<std::string> serve_args(const InstanceSpec& s, const std::string& mo
   if (threads > 0) a.insert(a.end(), {"--threads", std::to_string(threads)});
   a.insert(a.end(), {"--engine-id", id, "--kv-transport", s.kv_transport});
   if (s.kv_cache_dtype != "auto") a.insert(a.end(), {"--kv-cache-dtype", s.kv_cache_dtype});
+  if (!s.speculative_config.empty()) a.insert(a.end(), {"--speculative-config", s.speculative_config});
   if (s.role != InstanceRole::kDecode) {
     a.insert(a.end(), {"--kv-events-endpoint", per_rank(s, [](const RankSpec& r) { return fmt::format("tcp://{}:*", r.address); })});
   }

@@ -8,6 +8,7 @@
 
 #include "config/yaml_fields.h"
 #include "core/error.h"
+#include "engine/speculative.h"
 #include "kernels/kv_format.h"
 
 namespace moe::launch {
@@ -116,12 +117,22 @@ int host_index(const std::vector<HostSpec>& hosts, const std::string& name) {
   return -1;
 }
 
+// A speculative_config field must be what serve's --speculative-config takes.
+void checked_speculative_config(const MapReader& r, const std::string& json) {
+  try {
+    (void)parse_speculative_config(json);
+  } catch (const Error& e) {
+    r.fail("speculative_config", e.what());
+  }
+}
+
 // What an instance entry takes from `defaults:` when it does not say.
 struct Defaults {
   std::string host = "127.0.0.1";
   int threads = 0;
   std::string kv_transport = "ucx";
   std::string kv_cache_dtype = "auto";
+  std::string speculative_config;
   std::vector<std::string> args;
   std::vector<std::string> mpirun_args;
   std::string restart = "never";
@@ -130,12 +141,15 @@ struct Defaults {
 
 Defaults read_defaults(const std::string& file, const MapReader& top) {
   const MapReader r(file, top.get("defaults"), "defaults",
-                    {"host", "threads", "kv_transport", "kv_cache_dtype", "args", "mpirun_args", "restart", "max_restarts"});
+                    {"host", "threads", "kv_transport", "kv_cache_dtype", "speculative_config", "args", "mpirun_args", "restart",
+                     "max_restarts"});
   Defaults d;
   d.host = r.text("host", d.host);
   d.threads = int(r.integer("threads", d.threads, 0, 4096));
   d.kv_transport = r.choice("kv_transport", d.kv_transport, kTransports);
   d.kv_cache_dtype = r.choice("kv_cache_dtype", d.kv_cache_dtype, kKvDtypes);
+  d.speculative_config = r.text("speculative_config", "");
+  if (!d.speculative_config.empty()) checked_speculative_config(r, d.speculative_config);
   d.args = r.texts("args", {});
   d.mpirun_args = r.texts("mpirun_args", {});
   d.restart = r.choice("restart", d.restart, kRestartPolicies);
@@ -184,7 +198,7 @@ Placement read_placement(const MapReader& r, const std::vector<HostSpec>& invent
 std::vector<InstanceSpec> read_instance(const std::string& file, const YAML::Node& node, size_t index, const Defaults& d,
                                         const std::vector<HostSpec>& inventory, Taken& taken) {
   const MapReader r(file, node, fmt::format("instances[{}]", index),
-                    {"name", "role", "count", "host", "hosts", "port", "threads", "kv_transport", "kv_cache_dtype", "weight", "args", "restart",
+                    {"name", "role", "count", "host", "hosts", "port", "threads", "kv_transport", "kv_cache_dtype", "speculative_config", "weight", "args", "restart",
                      "max_restarts", "ep", "placement", "replace_interval_s", "replace_max_moves", "replace_target_balance",
                      "ep_timeout_s", "mpirun_args"});
   if (!node.IsMap()) r.fail("", "must be a map with at least name and role");
@@ -254,6 +268,15 @@ std::vector<InstanceSpec> read_instance(const std::string& file, const YAML::Nod
     r.fail("kv_cache_dtype", fmt::format("{} differs from the {} of instances[{}]: a decode instance reads the KV of a prefill "
                                          "instance as it is stored, so every instance must store the same dtype",
                                          dtype, taken.kv_cache_dtype->first, taken.kv_cache_dtype->second));
+  }
+  base.speculative_config = r.text("speculative_config", d.speculative_config);
+  // A prefill instance makes one token per request: nothing to draft. Taken from the
+  // defaults it is left out; set on the entry itself it is a mistake.
+  if (base.role == InstanceRole::kPrefill) {
+    if (r.has("speculative_config")) r.fail("speculative_config", "a prefill instance makes one token per request: only decode and both instances speculate");
+    base.speculative_config.clear();
+  } else if (!base.speculative_config.empty()) {
+    checked_speculative_config(r, base.speculative_config);
   }
   base.weight = r.number("weight", 1.0, 0.0);
   base.args = d.args;

@@ -75,6 +75,7 @@ struct InstanceSpec {
   // disaggregated request on them.
   std::string kv_transport = "ucx";
   std::string kv_cache_dtype = "auto";  // serve's --kv-cache-dtype
+  std::string speculative_config;       // serve's --speculative-config (JSON); empty: none
   double weight = 1.0;  // share of traffic for the proxy's weighted policies, per rank
   std::vector<std::string> args;  // more `moengine serve` flags, after the defaults' args
   RestartPolicy restart = RestartPolicy::kNever;

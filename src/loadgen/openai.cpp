@@ -96,6 +96,10 @@ void StreamRecorder::on_event(std::string_view data, Clock::time_point arrived) 
   if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) {
     if (auto p = count(*usage, "prompt_tokens")) usage_prompt_ = p;
     if (auto c = count(*usage, "completion_tokens")) usage_completion_ = c;
+    if (const auto d = usage->find("completion_tokens_details"); d != usage->end() && d->is_object()) {
+      r_.accepted_draft_tokens = count(*d, "accepted_prediction_tokens").value_or(0);
+      r_.rejected_draft_tokens = count(*d, "rejected_prediction_tokens").value_or(0);
+    }
   }
 }
 

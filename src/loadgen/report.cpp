@@ -65,6 +65,10 @@ std::string format_table(const Summary& s, const RunInfo& info) {
   row(out, "Peak output token throughput (tok/s):", num(s.peak_output_throughput));
   row(out, "Peak concurrent requests:", std::to_string(s.peak_concurrent_requests));
   row(out, "Total token throughput (tok/s):", num(s.total_token_throughput));
+  if (s.total_draft_tokens > 0) {
+    row(out, "Drafted tokens:", std::to_string(s.total_draft_tokens));
+    row(out, "Draft acceptance rate (%):", num(100.0 * double(s.total_accepted_draft_tokens) / double(s.total_draft_tokens)));
+  }
   for (const Metric& m : kMetrics) {
     const Distribution& d = s.*m.field;
     out += fmt::format("{:-^50}\n", m.heading);
@@ -103,6 +107,10 @@ nlohmann::ordered_json to_json(const Summary& s, const RunInfo& info, const std:
   j["good_requests"] = s.good_requests ? nlohmann::ordered_json(*s.good_requests) : nullptr;
   j["output_throughput"] = s.output_throughput;
   j["total_token_throughput"] = s.total_token_throughput;
+  j["spec_decode_draft_tokens"] = s.total_draft_tokens;
+  j["spec_decode_accepted_tokens"] = s.total_accepted_draft_tokens;
+  j["spec_decode_acceptance_rate"] =
+      s.total_draft_tokens > 0 ? nlohmann::ordered_json(double(s.total_accepted_draft_tokens) / double(s.total_draft_tokens)) : nullptr;
   j["max_output_tokens_per_s"] = s.peak_output_throughput;
   j["max_concurrent_requests"] = s.peak_concurrent_requests;
   for (const Metric& m : kMetrics) {

@@ -123,6 +123,8 @@ Summary summarize(std::span<const RequestResult> results, double duration_s, std
     ++s.completed;
     s.total_input_tokens += r.prompt_tokens;
     s.total_output_tokens += r.output_tokens;
+    s.total_draft_tokens += r.accepted_draft_tokens + r.rejected_draft_tokens;
+    s.total_accepted_draft_tokens += r.accepted_draft_tokens;
     ttft.push_back(r.ttft_s * 1e3);
     if (r.output_tokens > 1) tpot.push_back(time_per_output_token_s(r) * 1e3);
     for (double gap : r.itl_s) itl.push_back(gap * 1e3);

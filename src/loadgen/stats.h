@@ -20,6 +20,9 @@ struct RequestResult {
   double e2e_s = 0;            // to the end of the response (or to the failure)
   std::vector<double> itl_s;   // gaps between consecutive content chunks
   std::string generated_text;
+  // Speculative decoding: drafted tokens the server accepted and rejected, from
+  // usage.completion_tokens_details (0 when it does not say).
+  int64_t accepted_draft_tokens = 0, rejected_draft_tokens = 0;
 };
 
 // (e2e - ttft) / (output_tokens - 1); 0 for a single output token, which has no decode
@@ -61,6 +64,8 @@ struct Summary {
   double goodput_fraction = 0;                              // good / all requests sent
   double peak_output_throughput = 0;  // most content chunks that arrived within one second
   int64_t peak_concurrent_requests = 0;
+  // Drafted tokens over completed requests, and the accepted ones among them.
+  int64_t total_draft_tokens = 0, total_accepted_draft_tokens = 0;
   Distribution ttft_ms, tpot_ms, itl_ms, e2el_ms;
 };
 

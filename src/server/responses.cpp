@@ -101,12 +101,18 @@ std::string stream_error_event(const std::string& message) { return error_body(i
 void UsageTally::record(int32_t index, const RequestOutput& out) {
   if (index == 0) prompt_ = out.n_prompt_tokens, cached_ = out.n_cached_tokens;
   output_[size_t(index)] = out.n_output_tokens;
+  // Only a final output counts its drafts.
+  if (out.finished) drafted_[size_t(index)] = out.n_draft_tokens, accepted_[size_t(index)] = out.n_accepted_tokens;
 }
 
 Json UsageTally::json() const {
-  int64_t output = 0;
-  for (int64_t n : output_) output += n;
-  return usage_json(prompt_, output, cached_);
+  int64_t output = 0, drafted = 0, accepted = 0;
+  for (size_t i = 0; i < output_.size(); ++i) output += output_[i], drafted += drafted_[i], accepted += accepted_[i];
+  Json u = usage_json(prompt_, output, cached_);
+  if (drafted > 0) {
+    u["completion_tokens_details"] = {{"accepted_prediction_tokens", accepted}, {"rejected_prediction_tokens", drafted - accepted}};
+  }
+  return u;
 }
 
 StreamEncoder::StreamEncoder(ResponseMeta meta, const Tokenizer& tok)

@@ -81,13 +81,15 @@ std::string stream_error_event(const std::string& message);
 // Token counts of a request's choices, summed as the usage object reports them.
 class UsageTally {
  public:
-  explicit UsageTally(int32_t choices) : output_(size_t(choices), 0) {}
+  explicit UsageTally(int32_t choices) : output_(size_t(choices), 0), drafted_(size_t(choices), 0), accepted_(size_t(choices), 0) {}
   void record(int32_t index, const RequestOutput& out);
+  // With speculative decoding, "completion_tokens_details" says how many drafted tokens
+  // were accepted and rejected, in the fields OpenAI names for predicted outputs.
   Json json() const;
 
  private:
   int64_t prompt_ = 0, cached_ = 0;
-  std::vector<int64_t> output_;
+  std::vector<int64_t> output_, drafted_, accepted_;
 };
 
 class StreamEncoder {

@@ -32,6 +32,12 @@ TEST(LaunchCommands, ServeArgs) {
   EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, {9100}, "decode-0"),
             (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "decode", "--host", "127.0.0.1", "--port",
                   "9100", "--threads", "2", "--engine-id", "decode-0", "--kv-transport", "tcp", "--kv-cache-dtype", "q8_0"}));
+  // So is speculative decoding.
+  s.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 2})";
+  EXPECT_EQ(serve_args(s, "m.gguf", "tiny", 2, {9100}, "decode-0"),
+            (Args{"serve", "--model", "m.gguf", "--served-model-name", "tiny", "--role", "decode", "--host", "127.0.0.1", "--port",
+                  "9100", "--threads", "2", "--engine-id", "decode-0", "--kv-transport", "tcp", "--kv-cache-dtype", "q8_0",
+                  "--speculative-config", R"({"method": "ngram", "num_speculative_tokens": 2})"}));
 }
 
 const char* const kHostsTopology = R"(model: m.gguf

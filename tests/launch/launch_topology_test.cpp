@@ -33,6 +33,7 @@ defaults:
   host: 127.0.0.2
   threads: 3
   kv_transport: tcp
+  speculative_config: '{"method": "ngram", "num_speculative_tokens": 2}'
   args: [--kv-cache-memory, 0.5]
   restart: on-failure
   max_restarts: 5
@@ -101,6 +102,10 @@ timeouts: {ready_s: 5.5, stop_s: 2}
   EXPECT_EQ(d.args, (std::vector<std::string>{"--kv-cache-memory", "0.5"}));
   EXPECT_EQ(d.restart, RestartPolicy::kOnFailure);
   EXPECT_EQ(d.max_restarts, 5);
+  // Only the instances that decode take the default speculative config.
+  EXPECT_EQ(d.speculative_config, R"({"method": "ngram", "num_speculative_tokens": 2})");
+  EXPECT_EQ(p.speculative_config, "");
+  EXPECT_EQ(t.instances[2].speculative_config, d.speculative_config);
   EXPECT_EQ(t.instances[2].role, InstanceRole::kBoth);
   EXPECT_EQ(t.instances[2].kv_transport, "tcp");
 
@@ -325,6 +330,10 @@ TEST(LaunchTopology, ErrorsNameFileLineAndField) {
        "instances[0].kv_cache_dtype: 'int4' is not one of auto, f32, f16, bf16, fp8_e4m3, q8_0"},
       {base + "  - {name: p, role: prefill, kv_cache_dtype: f32}\n  - {name: d, role: decode}\n",
        "t.yaml:4:5: instances[1].kv_cache_dtype: bf16 differs from the f32 of instances[0]: a decode instance reads the KV"},
+      {base + "  - {name: u, role: both, speculative_config: '{\"method\": \"eagle\", \"num_speculative_tokens\": 1}'}\n",
+       "t.yaml:3:47: instances[0].speculative_config: speculative config: method must be \"ngram\" or \"mtp\", got \"eagle\""},
+      {base + "  - {name: p, role: prefill, speculative_config: '{\"method\": \"ngram\", \"num_speculative_tokens\": 1}'}\n  - {name: d, role: decode}\n",
+       "instances[0].speculative_config: a prefill instance makes one token per request: only decode and both instances speculate"},
       {base + "  - {name: u, role: both, args: --foo}\n", "instances[0].args: must be a list"},
       {base + "  - {name: u, role: both, threads: [1]}\n", "instances[0].threads: must be an integer"},
       {base + "  - {name: 'a b', role: both}\n", "instances[0].name: 'a b' must start with a letter or digit"},

@@ -1,0 +1,96 @@
+#include "cli/bench_speculative.h"
+
+#include <chrono>
+#include <random>
+
+#include "core/error.h"
+#include "engine/engine_core.h"
+
+namespace moe::cli {
+namespace {
+
+// Proposes the known continuation, each token replaced by a wrong one with probability
+// 1 - acceptance; a token's fate is drawn once, so a re-proposed position keeps it.
+class KnownAcceptanceDrafter : public DraftSource {
+ public:
+  KnownAcceptanceDrafter(std::vector<int32_t> prompt, std::vector<int32_t> truth, double acceptance, int64_t n_vocab)
+      : n_prompt_(prompt.size()), truth_(std::move(truth)), n_vocab_(n_vocab) {
+    std::mt19937_64 rng(20261207);
+    std::bernoulli_distribution right(acceptance);
+    for (size_t i = 0; i < truth_.size(); ++i) right_.push_back(right(rng));
+  }
+  std::vector<int32_t> propose(int64_t, const std::vector<int32_t>& tokens, int32_t max_k) override {
+    std::vector<int32_t> d;
+    for (size_t i = tokens.size() - n_prompt_; i < truth_.size() && int32_t(d.size()) < max_k; ++i) {
+      d.push_back(right_[i] ? truth_[i] : int32_t((truth_[i] + 1) % n_vocab_));
+    }
+    return d;
+  }
+
+ private:
+  size_t n_prompt_;
+  std::vector<int32_t> truth_;
+  std::vector<bool> right_;
+  int64_t n_vocab_;
+};
+
+struct Decoded {
+  SpecDecodeRun run;
+  std::vector<int32_t> tokens;
+};
+
+Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec, std::unique_ptr<DraftSource> drafter,
+               const std::vector<int32_t>& prompt, int tg, ThreadPool& pool) {
+  EngineConfig ec;
+  ec.kv_dtype = kv_dtype;
+  ec.speculative = spec;
+  ec.n_blocks = int32_t((int64_t(prompt.size()) + tg + spec.num_speculative_tokens) / ec.block_size + 2);
+  ec.scheduler.max_num_seqs = 1;
+  ec.scheduler.max_num_batched_tokens = std::max<int64_t>(int64_t(prompt.size()), 1 + spec.num_speculative_tokens);
+  EngineCore core(model, tok, ec, pool);
+  if (drafter) core.set_drafter(std::move(drafter));
+  GenerateParams p;
+  p.sampling.temperature = 0.0f;
+  p.max_tokens = tg + 1;
+  p.ignore_eos = true;
+  Decoded d;
+  std::optional<std::chrono::steady_clock::time_point> first;
+  core.add(0, prompt, p, [&](RequestOutput&& out) {
+    if (!first && !out.tokens.empty()) first = std::chrono::steady_clock::now();
+    else if (!out.tokens.empty()) ++d.run.steps;
+    for (const TokenOutput& t : out.tokens) d.tokens.push_back(t.token);
+    if (out.finished) {
+      if (out.finish == FinishKind::kError) fail("bench model: {}", out.error);
+      d.run.drafted = out.n_draft_tokens;
+      d.run.accepted = out.n_accepted_tokens;
+    }
+  });
+  while (core.has_work()) core.step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *first).count();
+  d.run.tokens = int64_t(d.tokens.size()) - 1;
+  d.run.tokens_per_s = double(d.run.tokens) / s;
+  return d;
+}
+
+}  // namespace
+
+SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
+                                         std::optional<double> draft_acceptance, const std::vector<int32_t>& prompt, int tg,
+                                         ThreadPool& pool) {
+  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, nullptr, prompt, tg, pool);
+  std::unique_ptr<DraftSource> drafter;
+  if (draft_acceptance) {
+    const std::vector<int32_t> continuation(plain.tokens.begin(), plain.tokens.end());
+    drafter = std::make_unique<KnownAcceptanceDrafter>(prompt, continuation, *draft_acceptance, model.config().n_vocab);
+  }
+  SpeculativeConfig with = spec;
+  // The known-acceptance drafter replaces whatever the method would propose.
+  if (draft_acceptance && with.method == SpeculativeConfig::Method::kMtp) with.method = SpeculativeConfig::Method::kNgram;
+  const Decoded speculative = decode(model, tok, kv_dtype, with, std::move(drafter), prompt, tg, pool);
+  if (speculative.tokens != plain.tokens) {
+    fail("bench model: speculative decoding changed the greedy output (a bug: please report it with the command)");
+  }
+  return {plain.run, speculative.run};
+}
+
+}  // namespace moe::cli

@@ -1,0 +1,40 @@
+#pragma once
+// bench model's speculative decoding run: one request through the serving engine, decoded
+// without drafts and then with them, timed after its first token.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/speculative.h"
+#include "kernels/kv_format.h"
+
+namespace moe {
+class Model;
+class Tokenizer;
+class ThreadPool;
+}  // namespace moe
+
+namespace moe::cli {
+
+struct SpecDecodeRun {
+  double tokens_per_s = 0;  // decode tokens/s after the first token
+  int64_t tokens = 0;       // decoded after the first token
+  int64_t steps = 0;        // engine steps that decoded them
+  int64_t drafted = 0, accepted = 0;
+  double tokens_per_step() const { return steps > 0 ? double(tokens) / double(steps) : 0.0; }
+};
+
+struct SpecDecodeBench {
+  SpecDecodeRun plain, speculative;
+};
+
+// The prompt's greedy continuation of tg tokens, decoded by the engine without drafts and
+// then with spec's. With draft_acceptance A the drafter is replaced by one that proposes the
+// continuation found without drafts, each drafted token right with probability A (a fixed
+// seed), so the engine's gain at a known acceptance is measured; the two runs' tokens must
+// be equal (else moe::Error).
+SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
+                                         std::optional<double> draft_acceptance, const std::vector<int32_t>& prompt, int tg,
+                                         ThreadPool& pool);
+
+}  // namespace moe::cli

@@ -1,0 +1,13 @@
+#pragma once
+// --speculative-config, as serve, generate and bench model take it (vLLM's JSON spelling).
+#include <CLI/CLI.hpp>
+
+#include "engine/speculative.h"
+
+namespace moe::cli {
+
+// Adds --speculative-config to `cmd`, parsed into `out` (unchanged when the flag is not
+// given); a bad object, or a method this build cannot run, throws moe::Error saying why.
+void add_speculative_option(CLI::App& cmd, SpeculativeConfig& out);
+
+}  // namespace moe::cli

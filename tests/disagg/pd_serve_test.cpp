@@ -139,6 +139,94 @@ INSTANTIATE_TEST_SUITE_P(Transports, PdServe, ::testing::Values("tcp", "ucx", "t
                            return n;
                          });
 
+constexpr const char* kNgram = R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})";
+
+// Greedy prompts a tiny random model soon repeats itself on, so n-gram lookup has drafts.
+std::vector<json> speculative_bodies() {
+  return {completion("The experts of the mixture", 40), completion(long_prompt(120, 3), 32),
+          json{{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "Route this token"}}}}, {"max_tokens", 30}, {"temperature", 0}},
+          json{{"model", "tiny"}, {"prompt", "Stop somewhere"}, {"max_tokens", 40}, {"temperature", 0}, {"stop", {"w1"}}, {"logprobs", 1}}};
+}
+
+std::string path_of(const json& body) { return body.contains("messages") ? "/v1/chat/completions" : "/v1/completions"; }
+
+TEST(PdServeSpeculative, AnInstanceThatSpeculatesAnswersAsOneThatDoesNot) {
+  auto plain = serve("spec-plain", {});
+  auto spec = serve("spec-unified", {"--speculative-config", kNgram});
+  int64_t accepted = 0, rejected = 0;
+  for (const json& body : speculative_bodies()) {
+    const Reply want = testing::post_json(plain->url(), path_of(body), body);
+    const Reply got = testing::post_json(spec->url(), path_of(body), body);
+    ASSERT_EQ(want.status, 200) << want.body;
+    ASSERT_EQ(got.status, 200) << got.body;
+    const json w = want.json(), g = got.json();
+    EXPECT_EQ(text_of(g), text_of(w)) << body.dump();
+    EXPECT_EQ(g["choices"][0]["finish_reason"], w["choices"][0]["finish_reason"]);
+    EXPECT_EQ(g["usage"]["completion_tokens"], w["usage"]["completion_tokens"]);
+    EXPECT_EQ(g["choices"][0]["logprobs"].is_null() ? json() : g["choices"][0]["logprobs"]["tokens"],
+              w["choices"][0]["logprobs"].is_null() ? json() : w["choices"][0]["logprobs"]["tokens"]);
+    EXPECT_FALSE(w["usage"].contains("completion_tokens_details"));
+    if (g["usage"].contains("completion_tokens_details")) {
+      accepted += g["usage"]["completion_tokens_details"]["accepted_prediction_tokens"].get<int64_t>();
+      rejected += g["usage"]["completion_tokens_details"]["rejected_prediction_tokens"].get<int64_t>();
+    }
+  }
+  // A stream carries the same text, a step's accepted run in one event, and the usage.
+  json body = completion(long_prompt(120, 3), 32);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  std::vector<std::string> events;
+  ASSERT_EQ(testing::http_call(spec->url(), "POST", "/v1/completions", body.dump(), &events).status, 200);
+  std::string streamed;
+  json usage;
+  size_t text_events = 0;
+  for (const std::string& e : events) {
+    if (e == "[DONE]") continue;
+    const json j = json::parse(e);
+    if (!j["choices"].empty() && !j["choices"][0]["text"].get<std::string>().empty()) streamed += j["choices"][0]["text"], ++text_events;
+    if (j["usage"].is_object()) usage = j["usage"];
+  }
+  EXPECT_EQ(streamed, text_of(testing::post_json(plain->url(), "/v1/completions", completion(long_prompt(120, 3), 32)).json()));
+  EXPECT_EQ(usage["completion_tokens"], 32);
+  ASSERT_TRUE(usage.contains("completion_tokens_details")) << usage.dump();
+  const int64_t stream_accepted = usage["completion_tokens_details"]["accepted_prediction_tokens"].get<int64_t>();
+  EXPECT_LE(text_events, size_t(32 - stream_accepted));
+  accepted += stream_accepted;
+  rejected += usage["completion_tokens_details"]["rejected_prediction_tokens"].get<int64_t>();
+
+  const std::string m = testing::get(spec->url(), "/metrics").body;
+  EXPECT_GT(accepted, 0);
+  EXPECT_EQ(metric(m, "spec_decode_num_accepted_tokens_total"), accepted);
+  EXPECT_EQ(metric(m, "spec_decode_num_draft_tokens_total"), accepted + rejected);
+  EXPECT_GT(metric(m, "spec_decode_num_drafts_total"), 0);
+  EXPECT_EQ(metric(m, "spec_decode_num_accepted_tokens_per_pos_total", "position=\"0\"") +
+                metric(m, "spec_decode_num_accepted_tokens_per_pos_total", "position=\"1\"") +
+                metric(m, "spec_decode_num_accepted_tokens_per_pos_total", "position=\"2\""),
+            accepted);
+  EXPECT_EQ(testing::get(plain->url(), "/metrics").body.find("spec_decode"), std::string::npos);
+  expect_pools_empty(*spec, "unified");
+}
+
+// Only the decode instance speculates; its first draft comes from the prompt and the token
+// the prefill instance made, which it has: nothing more crosses in the hand-off.
+TEST(PdServeSpeculative, ADecodeInstanceThatSpeculatesGivesTheUnifiedAnswer) {
+  auto u = serve("spec-pd-unified", {});
+  auto p = serve("spec-pd-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
+  auto d = serve("spec-pd-decode", {"--role", "decode", "--kv-transport", "tcp", "--speculative-config", kNgram});
+  for (const json& body : speculative_bodies()) {
+    const Reply want = testing::post_json(u->url(), path_of(body), body);
+    ASSERT_EQ(want.status, 200) << want.body;
+    const Legs got = hand_off(*p, *d, path_of(body), body);
+    ASSERT_EQ(got.prefill.status, 200) << got.prefill.body;
+    ASSERT_EQ(got.decode.status, 200) << got.decode.body << "\n" << d->log();
+    EXPECT_EQ(text_of(got.prefill.json()) + text_of(got.decode.json()), text_of(want.json())) << body.dump();
+    EXPECT_EQ(got.decode.json()["usage"]["completion_tokens"], want.json()["usage"]["completion_tokens"]);
+  }
+  EXPECT_GT(metric(testing::get(d->url(), "/metrics").body, "spec_decode_num_accepted_tokens_total"), 0);
+  expect_pools_empty(*p, "prefill");
+  expect_pools_empty(*d, "decode");
+}
+
 TEST(PdServeRoles, EachRoleRefusesWhatItDoesNotTake) {
   auto p = serve("roles-prefill", {"--role", "prefill", "--kv-transport", "tcp"});
   auto d = serve("roles-decode", {"--role", "decode", "--kv-transport", "tcp"});

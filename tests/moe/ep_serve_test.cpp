@@ -169,6 +169,26 @@ void expect_group_answers_like_one_process(const std::string& model, int ranks) 
   expect_clean_stop(group, ranks);
 }
 
+// Under speculative decoding the ranks verify their drafts in the group's steps, the
+// experts of the drafted tokens computed across ranks like any others: the answers are a
+// single process's without drafts.
+TEST(EpServe, RanksThatSpeculateAnswerLikeOneProcessWithoutDrafts) {
+  const std::string model = model_file("deepseek2");
+  const std::vector<std::string> want = reference(model);
+  const int base = testing::free_port_run(2);
+  ASSERT_GT(base, 0);
+  ServeProcess group({"-m", model, "--port", std::to_string(base), "--threads", "1", "--ep", "2", "--speculative-config",
+                      R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"},
+                     testing::test_dir("ep_serve_test") + "/speculative.log", "serve", testing::mpirun_wrapper(2));
+  ASSERT_TRUE(group_ready(base, 2)) << group.log();
+  expect_answers(base, 2, model, want);
+  for (int r = 0; r < 2; ++r) {
+    const std::string page = testing::get(url(base + r), "/metrics").body;
+    EXPECT_GT(testing::metric(page, "spec_decode_num_accepted_tokens_total"), 0) << "rank " << r << "\n" << page;
+  }
+  expect_clean_stop(group, 2);
+}
+
 TEST(EpServe, DeepSeekRanksAnswerLikeOneProcess) { expect_group_answers_like_one_process(model_file("deepseek2"), 2); }
 
 TEST(EpServe, Qwen3MoeFourRanksAnswerLikeOneProcess) { expect_group_answers_like_one_process(model_file("qwen3moe"), 4); }

@@ -222,6 +222,7 @@ asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& 
   }
   if (handoff.is_null()) {
     make_own(p_answer, request.id);
+    trace.note_usage(p_answer);
     http::Response res = json_response(p_answer);
     co_await answer(ex, std::move(res), trace);
     co_return;
@@ -248,6 +249,7 @@ asio::awaitable<void> ProxyServer::collect(http::Exchange& ex, const PdRequest& 
     co_await answer_error(ex, e, trace);
     co_return;
   }
+  trace.note_usage(merged);
   http::Response res = json_response(merged);
   co_await answer(ex, std::move(res), trace);
 }

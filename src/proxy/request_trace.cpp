@@ -51,15 +51,26 @@ std::optional<double> RequestTrace::tpot_s() const {
   return std::chrono::duration<double>(*last_text_ - *first_text_).count() / double(texts_ - 1);
 }
 
+void RequestTrace::note_usage(const Json& answer) {
+  const Json* usage = member(answer, "usage");
+  const Json* details = usage ? member(*usage, "completion_tokens_details") : nullptr;
+  const Json* accepted = details ? member(*details, "accepted_prediction_tokens") : nullptr;
+  const Json* rejected = details ? member(*details, "rejected_prediction_tokens") : nullptr;
+  if (!accepted || !rejected || !accepted->is_number_integer() || !rejected->is_number_integer()) return;
+  spec_decode_ = {{"accepted", *accepted}, {"rejected", *rejected}};
+}
+
 Json RequestTrace::line() const {
   const auto wall = std::chrono::time_point_cast<std::chrono::milliseconds>(arrived_wall_);
-  return Json{{"id", id_},
-              {"received", fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", wall)},
-              {"api", api_ == Api::kChat ? "chat" : "completion"},
-              {"stream", stream_},
-              {"status", status_},
-              {"total_ms", ms_since_arrival(http::Clock::now())},
-              {"events", events_}};
+  Json line{{"id", id_},
+            {"received", fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", wall)},
+            {"api", api_ == Api::kChat ? "chat" : "completion"},
+            {"stream", stream_},
+            {"status", status_},
+            {"total_ms", ms_since_arrival(http::Clock::now())},
+            {"events", events_}};
+  if (!spec_decode_.is_null()) line["spec_decode"] = spec_decode_;
+  return line;
 }
 
 AccessLog::AccessLog(const std::string& path) : to_stdout_(path == "-") {

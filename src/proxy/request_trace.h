@@ -27,6 +27,10 @@ class RequestTrace {
   // A client-visible text event of a stream at `at` (the first is also first_token()).
   void text_sent(http::Clock::time_point at);
 
+  // The answer's usage object (or an event carrying one): with speculative decoding its
+  // completion_tokens_details give the line's spec_decode {accepted, rejected} drafts.
+  void note_usage(const Json& answer);
+
   // The HTTP status the client got (the last one set; 499 until then: the client left).
   void set_status(int status) { status_ = status; }
   int status() const { return status_; }
@@ -55,6 +59,7 @@ class RequestTrace {
   std::optional<http::Clock::time_point> prefill_done_, decode_started_, first_token_;
   std::optional<http::Clock::time_point> first_text_, last_text_;
   int64_t texts_ = 0;
+  Json spec_decode_;
   int status_ = 499;
 };
 

@@ -189,6 +189,8 @@ bool StreamRelay::take(Leg leg, const Backend& b, const std::string& data, http:
     }
   }
   if (r.data && converter_) r.data = converter_->convert(*r.data);
+  // Only the usage event of a speculating instance says this: parse no other event.
+  if (data.find("completion_tokens_details") != std::string::npos) trace_.note_usage(Json::parse(data, nullptr, false));
   if (leg == Leg::kPrefill && active_->handed_off()) trace_.prefill_done();
   if (leg == Leg::kDecode) {
     decode_started_ = true;

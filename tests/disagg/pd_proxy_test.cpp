@@ -1,10 +1,12 @@
 // A 1P1D deployment behind `moengine proxy`, over each KV transport, answers exactly as one
 // unified `moengine serve`: completions and chat, whole and streamed, prompts of many KV
 // blocks, prefix-cache hits on both sides, logprobs and seeded sampling, 16 streams at
-// once; and a client that leaves mid-answer frees both pools.
+// once; and a client that leaves mid-answer frees both pools. A decode instance that
+// speculates answers the same, its acceptance in the access log.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <thread>
@@ -112,6 +114,46 @@ TEST_P(PdProxy, EveryKindOfRequestAnswersAsUnified) {
   }
   expect_pools_empty(*d.prefill, "prefill");
   expect_pools_empty(*d.decode, "decode");
+}
+
+// A decode instance that speculates behind the proxy: the answers stay the unified ones, and
+// the access log carries each request's accepted and rejected drafts, which add up to the
+// decode instance's own counters.
+TEST(PdProxySpeculative, ASpeculatingDecodeInstanceAnswersAsUnifiedAndTheLogHasItsAcceptance) {
+  auto unified = start("serve", "spec-unified", serve_args({}));
+  auto prefill = start("serve", "spec-prefill", serve_args({"--role", "prefill", "--kv-transport", "tcp"}));
+  auto decode = start("serve", "spec-decode",
+                      serve_args({"--role", "decode", "--kv-transport", "tcp", "--speculative-config",
+                                  R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1})"}));
+  const std::string log = dir() + "/spec-access.log";
+  std::filesystem::remove(log);
+  auto proxy = start("proxy", "spec-proxy", {"--port", "0", "--prefill", prefill->url(), "--decode", decode->url(), "--access-log", log});
+  std::vector<json> bodies;
+  for (bool stream : {false, true}) {
+    bodies.push_back(completion("The experts of the mixture", 40, stream));
+    bodies.push_back(completion(words(200, 2), 30, stream));
+    bodies.push_back(chat("Route this token to its experts", 30, stream));
+  }
+  for (const json& body : bodies) {
+    const Answer want = testing::ask(unified->url(), path_of(body), body);
+    ASSERT_EQ(want.status, 200) << want.error;
+    testing::expect_same_answer(want, testing::ask(proxy->url(), path_of(body), body), body.dump());
+  }
+  proxy.reset();  // every line written
+  int64_t accepted = 0, lines = 0;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line);
+    ASSERT_TRUE(j.contains("spec_decode")) << line;
+    accepted += j["spec_decode"]["accepted"].get<int64_t>();
+    EXPECT_GT(j["spec_decode"]["accepted"].get<int64_t>() + j["spec_decode"]["rejected"].get<int64_t>(), 0) << line;
+    ++lines;
+  }
+  EXPECT_EQ(lines, int64_t(bodies.size()));
+  EXPECT_GT(accepted, 0);
+  EXPECT_EQ(testing::metric(testing::get(decode->url(), "/metrics").body, "spec_decode_num_accepted_tokens_total"), accepted);
+  expect_pools_empty(*prefill, "prefill");
+  expect_pools_empty(*decode, "decode");
 }
 
 TEST_P(PdProxy, SixteenConcurrentStreamsAnswerAsUnified) {

@@ -11,15 +11,18 @@ namespace {
 
 // Proposes the known continuation, each token replaced by a wrong one with probability
 // 1 - acceptance; a token's fate is drawn once, so a re-proposed position keeps it.
+// The drafter it wraps still runs (an MTP layer's cost is paid) but is not listened to.
 class KnownAcceptanceDrafter : public DraftSource {
  public:
-  KnownAcceptanceDrafter(std::vector<int32_t> prompt, std::vector<int32_t> truth, double acceptance, int64_t n_vocab)
-      : n_prompt_(prompt.size()), truth_(std::move(truth)), n_vocab_(n_vocab) {
+  KnownAcceptanceDrafter(std::unique_ptr<DraftSource> inner, std::vector<int32_t> prompt, std::vector<int32_t> truth, double acceptance,
+                         int64_t n_vocab)
+      : inner_(std::move(inner)), n_prompt_(prompt.size()), truth_(std::move(truth)), n_vocab_(n_vocab) {
     std::mt19937_64 rng(20261207);
     std::bernoulli_distribution right(acceptance);
     for (size_t i = 0; i < truth_.size(); ++i) right_.push_back(right(rng));
   }
-  std::vector<int32_t> propose(int64_t, const std::vector<int32_t>& tokens, int32_t max_k) override {
+  std::vector<int32_t> propose(int64_t id, const std::vector<int32_t>& tokens, int32_t max_k) override {
+    if (inner_) (void)inner_->propose(id, tokens, max_k);
     std::vector<int32_t> d;
     for (size_t i = tokens.size() - n_prompt_; i < truth_.size() && int32_t(d.size()) < max_k; ++i) {
       d.push_back(right_[i] ? truth_[i] : int32_t((truth_[i] + 1) % n_vocab_));
@@ -28,6 +31,7 @@ class KnownAcceptanceDrafter : public DraftSource {
   }
 
  private:
+  std::unique_ptr<DraftSource> inner_;
   size_t n_prompt_;
   std::vector<int32_t> truth_;
   std::vector<bool> right_;
@@ -39,8 +43,10 @@ struct Decoded {
   std::vector<int32_t> tokens;
 };
 
-Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec, std::unique_ptr<DraftSource> drafter,
-               const std::vector<int32_t>& prompt, int tg, ThreadPool& pool) {
+// known: the continuation to draft from, and the acceptance (none: the config's drafter).
+Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
+               const std::optional<std::pair<std::vector<int32_t>, double>>& known, const std::vector<int32_t>& prompt, int tg,
+               ThreadPool& pool) {
   EngineConfig ec;
   ec.kv_dtype = kv_dtype;
   ec.speculative = spec;
@@ -48,7 +54,11 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
   ec.scheduler.max_num_seqs = 1;
   ec.scheduler.max_num_batched_tokens = std::max<int64_t>(int64_t(prompt.size()), 1 + spec.num_speculative_tokens);
   EngineCore core(model, tok, ec, pool);
-  if (drafter) core.set_drafter(std::move(drafter));
+  if (known) {
+    core.wrap_drafter([&](std::unique_ptr<DraftSource> inner) {
+      return std::make_unique<KnownAcceptanceDrafter>(std::move(inner), prompt, known->first, known->second, model.config().n_vocab);
+    });
+  }
   GenerateParams p;
   p.sampling.temperature = 0.0f;
   p.max_tokens = tg + 1;
@@ -77,16 +87,10 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
 SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
                                          std::optional<double> draft_acceptance, const std::vector<int32_t>& prompt, int tg,
                                          ThreadPool& pool) {
-  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, nullptr, prompt, tg, pool);
-  std::unique_ptr<DraftSource> drafter;
-  if (draft_acceptance) {
-    const std::vector<int32_t> continuation(plain.tokens.begin(), plain.tokens.end());
-    drafter = std::make_unique<KnownAcceptanceDrafter>(prompt, continuation, *draft_acceptance, model.config().n_vocab);
-  }
-  SpeculativeConfig with = spec;
-  // The known-acceptance drafter replaces whatever the method would propose.
-  if (draft_acceptance && with.method == SpeculativeConfig::Method::kMtp) with.method = SpeculativeConfig::Method::kNgram;
-  const Decoded speculative = decode(model, tok, kv_dtype, with, std::move(drafter), prompt, tg, pool);
+  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompt, tg, pool);
+  std::optional<std::pair<std::vector<int32_t>, double>> known;
+  if (draft_acceptance) known.emplace(plain.tokens, *draft_acceptance);
+  const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompt, tg, pool);
   if (speculative.tokens != plain.tokens) {
     fail("bench model: speculative decoding changed the greedy output (a bug: please report it with the command)");
   }

@@ -29,9 +29,9 @@ struct SpecDecodeBench {
 };
 
 // The prompt's greedy continuation of tg tokens, decoded by the engine without drafts and
-// then with spec's. With draft_acceptance A the drafter is replaced by one that proposes the
+// then with spec's. With draft_acceptance A the drafter's proposals are replaced by the
 // continuation found without drafts, each drafted token right with probability A (a fixed
-// seed), so the engine's gain at a known acceptance is measured; the two runs' tokens must
+// seed); the drafter still runs, so an MTP layer's cost is paid. The two runs' tokens must
 // be equal (else moe::Error).
 SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
                                          std::optional<double> draft_acceptance, const std::vector<int32_t>& prompt, int tg,

@@ -21,6 +21,7 @@ struct GenArgs {
   std::string out;
   uint64_t seed = 42;
   int64_t layers = 0;
+  int64_t nextn_layers = 0;
   int64_t vocab = 0;
   std::string tokenizer;
   std::string mla_form = "split";
@@ -55,6 +56,10 @@ void run(const GenArgs& a) {
     fail("--type '{}' is not supported (f32, f16, bf16, q8_0, q4_0, q5_0, q4_1, q5_1, q4_K, q5_K, q6_K, q4_K_M)", type);
   }
   if (a.layers > 0) g.n_layer = a.layers;
+  if (a.nextn_layers < 0 || a.nextn_layers > 1) fail("--nextn-layers must be 0 or 1, got {}", a.nextn_layers);
+  if (a.nextn_layers > 0 && arch != Arch::Deepseek2) fail("--nextn-layers: MTP layers are written for deepseek2 only");
+  if (a.nextn_layers > 0 && hf) fail("--nextn-layers with --format hf is not built yet: MTP layers are written to GGUF only");
+  g.n_nextn = a.nextn_layers;
   if (a.vocab > 0) g.n_vocab = a.vocab;
   if (!a.tokenizer.empty()) {
     if (a.vocab > 0) fail("give --vocab or --tokenizer, not both: the tokenizer sets the vocabulary size");
@@ -116,6 +121,10 @@ void register_gen_model(CLI::App& app) {
   cmd->add_option("--out,-o", args->out, "Output .gguf path, or directory for --format hf")->required();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--layers", args->layers, "Override the number of layers");
+  cmd->add_option("--nextn-layers", args->nextn_layers,
+                  "deepseek2: DeepSeek's multi-token-prediction layers after the decoder layers (0 or 1), as llama.cpp "
+                  "stores them (blk.N.nextn.*), for speculative decoding with method mtp")
+      ->capture_default_str();
   cmd->add_option("--vocab", args->vocab, "Override the vocabulary size");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Embed this tokenizer.json's vocabulary, merges and chat template (tokenizer_config.json beside it) "

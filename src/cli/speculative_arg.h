@@ -7,7 +7,7 @@
 namespace moe::cli {
 
 // Adds --speculative-config to `cmd`, parsed into `out` (unchanged when the flag is not
-// given); a bad object, or a method this build cannot run, throws moe::Error saying why.
+// given); a bad object throws moe::Error naming the field.
 void add_speculative_option(CLI::App& cmd, SpeculativeConfig& out);
 
 }  // namespace moe::cli

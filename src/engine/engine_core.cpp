@@ -140,8 +140,19 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
             c.num_speculative_tokens = config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0;
             return c;
           }(),
-          blocks_),
-      drafter_(make_drafter(config.speculative)) {
+          blocks_) {
+  if (config.speculative.method == SpeculativeConfig::Method::kMtp && config.speculative.enabled()) {
+    if (model.n_mtp_layers() <= 0) {
+      throw RequestError(fmt::format("{}: speculative decoding with method mtp needs the model's MTP layer, and the file has none "
+                                     "(nextn_predict_layers)", model.file().path()), "speculative_config");
+    }
+    auto mtp = std::make_unique<MtpDrafter>(model, config.speculative.num_speculative_tokens, config.block_size, config.n_blocks,
+                                            kv_.dtype());
+    mtp_ = mtp.get();
+    drafter_ = std::move(mtp);
+  } else {
+    drafter_ = make_drafter(config.speculative);
+  }
   scheduler_.set_draft_source(drafter_.get());
   if (config_.max_model_len <= 0) config_.max_model_len = model.config().n_ctx_train;
   limits_.n_vocab = model.config().n_vocab;
@@ -156,7 +167,13 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
 
 EngineCore::~EngineCore() = default;
 
+void EngineCore::wrap_drafter(const std::function<std::unique_ptr<DraftSource>(std::unique_ptr<DraftSource>)>& wrap) {
+  drafter_ = wrap(std::move(drafter_));
+  scheduler_.set_draft_source(drafter_.get());
+}
+
 void EngineCore::set_drafter(std::unique_ptr<DraftSource> drafter) {
+  mtp_ = nullptr;
   drafter_ = std::move(drafter);
   scheduler_.set_draft_source(drafter_.get());
 }
@@ -366,7 +383,8 @@ void EngineCore::collect_prompt_logprobs(Active& a, const ScheduledSeq& s, const
 }
 
 void EngineCore::run_model(const StepPlan& plan) {
-  const Step step = model_step(plan);
+  Step step = model_step(plan);
+  step.want_hidden = mtp_ != nullptr;
   logits_.resize(size_t(step.n_logit_rows() * model_.config().n_vocab));
   model_.forward(step, kv_, logits_.data(), pool_);
 }
@@ -379,6 +397,9 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<std::vector
     for (const SampleResult& r : run) emitted.back().push_back(r.token);
   }
   const std::vector<int64_t> hit_length = scheduler_.on_step_done(plan, emitted);
+  if (mtp_) {
+    mtp_->after_step(plan, emitted, model_.hidden_states(), [this](int64_t id) { return scheduler_.running_tokens(id); }, pool_);
+  }
   size_t k = 0;
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.produces_logits) continue;
@@ -478,6 +499,7 @@ void EngineCore::finish(int64_t id, Active& a, RequestOutput& out, FinishKind ki
   metrics_.e2e_request_latency.observe(std::chrono::duration<double>(now - a.arrival).count());
   ++metrics_.request_success_total[size_t(kind)];
   OutputSink sink = std::move(a.sink);
+  if (mtp_) mtp_->forget(id);
   active_.erase(id);
   scheduler_.forget(id);
   sink(std::move(out));

@@ -14,6 +14,7 @@
 #include "engine/block_manager.h"
 #include "engine/lease_book.h"
 #include "engine/metrics.h"
+#include "engine/mtp_drafter.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/speculative.h"
@@ -66,6 +67,9 @@ class EngineCore {
   // Replaces the drafter config().speculative made (null: no drafts); for drafters that are
   // not a configuration, such as a benchmark's of known acceptance.
   void set_drafter(std::unique_ptr<DraftSource> drafter);
+  // Puts a drafter around the current one (which it then owns): the engine goes on feeding
+  // an MTP drafter its steps, and the wrapper decides what is proposed.
+  void wrap_drafter(const std::function<std::unique_ptr<DraftSource>(std::unique_ptr<DraftSource>)>& wrap);
   const RequestLimits& limits() const { return limits_; }
 
   // Queues a request under the caller's id (unique among unfinished ones). Throws
@@ -162,6 +166,7 @@ class EngineCore {
   std::unordered_map<int64_t, std::unique_ptr<Active>> active_;
   LeaseBook leases_;
   std::unique_ptr<DraftSource> drafter_;
+  MtpDrafter* mtp_ = nullptr;  // drafter_, when it is the model's MTP layer
   std::vector<float> logits_;  // f32 [rows, n_vocab] of the current step
   EngineMetrics metrics_;
   uint64_t seen_prefix_queries_ = 0, seen_prefix_hits_ = 0;

@@ -160,6 +160,11 @@ class Scheduler {
   RequestState state(int64_t id) const;
   FinishReason finish_reason(int64_t id) const;
   const std::string& reject_reason(int64_t id) const;
+  // A running request's tokens, prompt and generated; null when it is not running.
+  const std::vector<int32_t>* running_tokens(int64_t id) const {
+    const auto it = seqs_.find(id);
+    return it == seqs_.end() || it->second.state != RequestState::kRunning ? nullptr : &it->second.tokens;
+  }
   // Tokens generated so far (kept across preemptions).
   std::vector<int32_t> output(int64_t id) const;
   int64_t n_preemptions(int64_t id) const;

@@ -89,7 +89,7 @@ std::unique_ptr<DraftSource> make_drafter(const SpeculativeConfig& c) {
     case SpeculativeConfig::Method::kNgram: return std::make_unique<NgramDrafter>(c.prompt_lookup_min, c.prompt_lookup_max);
     case SpeculativeConfig::Method::kMtp: break;
   }
-  fail("speculative config: method mtp is not built yet: moengine does not load the MTP layer; use ngram");
+  fail("speculative config: method mtp drafts with the model's MTP layer, which only the engine has (MtpDrafter)");
 }
 
 }  // namespace moe

@@ -44,8 +44,8 @@ class NgramDrafter : public DraftSource {
   int32_t min_n_, max_n_;
 };
 
-// The drafter a config names (null for kNone). kMtp needs the model's MTP layer: throws
-// moe::Error saying so.
+// The model-free drafter a config names (null for kNone). kMtp needs the model's MTP layer,
+// so the engine makes that one (engine/mtp_drafter.h); here it throws moe::Error.
 std::unique_ptr<DraftSource> make_drafter(const SpeculativeConfig& c);
 
 }  // namespace moe

@@ -81,8 +81,16 @@ std::vector<GenTensor> tensor_list(const GenSpec& g) {
   ts.push_back({"token_embd.weight", {g.n_embd, g.n_vocab}, Init::Embedding});
   ts.push_back({"output_norm.weight", {g.n_embd}, Init::Norm});
   ts.push_back({"output.weight", {g.n_embd, g.n_vocab}, Init::Output});
-  for (int64_t l = 0; l < g.n_layer; ++l) {
+  for (int64_t l = 0; l < g.n_layer + g.n_nextn; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    // An MTP layer routes like the last decoder layer under a skew (router_skew.h).
+    const int64_t skew_layer = std::min(l, g.n_layer - 1);
+    if (l >= g.n_layer) {
+      ts.push_back({p + "nextn.eh_proj.weight", {2 * g.n_embd, g.n_embd}, Init::Matrix});
+      ts.push_back({p + "nextn.enorm.weight", {g.n_embd}, Init::Norm});
+      ts.push_back({p + "nextn.hnorm.weight", {g.n_embd}, Init::Norm});
+      ts.push_back({p + "nextn.shared_head_norm.weight", {g.n_embd}, Init::Norm});
+    }
     ts.push_back({p + "attn_norm.weight", {g.n_embd}, Init::Norm});
     if (g.arch == Arch::Deepseek2) {
       const int64_t qk = g.qk_nope_dim + g.qk_rope_dim;
@@ -118,8 +126,8 @@ std::vector<GenTensor> tensor_list(const GenSpec& g) {
       ts.push_back({p + "ffn_down.weight", {g.n_ff_dense, g.n_embd}, Init::Matrix});
       continue;
     }
-    ts.push_back({p + "ffn_gate_inp.weight", {g.n_embd, g.n_experts}, Init::Router, l});
-    if (g.arch == Arch::Deepseek2 && g.v3_gating) ts.push_back({p + "exp_probs_b.bias", {g.n_experts}, Init::Bias, l});
+    ts.push_back({p + "ffn_gate_inp.weight", {g.n_embd, g.n_experts}, Init::Router, skew_layer});
+    if (g.arch == Arch::Deepseek2 && g.v3_gating) ts.push_back({p + "exp_probs_b.bias", {g.n_experts}, Init::Bias, skew_layer});
     ts.push_back({p + "ffn_gate_exps.weight", {g.n_embd, g.n_ff_expert, g.n_experts}, Init::Matrix});
     ts.push_back({p + "ffn_up_exps.weight", {g.n_embd, g.n_ff_expert, g.n_experts}, Init::Matrix});
     ts.push_back({p + "ffn_down_exps.weight", {g.n_ff_expert, g.n_embd, g.n_experts}, Init::Matrix});
@@ -140,7 +148,8 @@ void write_metadata(const GenSpec& g, GgufWriter& w) {
   w.set_string("general.name", g.name);
   w.set_u32("general.file_type", gguf_file_type(g.type, g.q4_k_m));
   const std::string p = a + ".";
-  w.set_u32(p + "block_count", uint32_t(g.n_layer));
+  w.set_u32(p + "block_count", uint32_t(g.n_layer + g.n_nextn));
+  if (g.n_nextn > 0) w.set_u32(p + "nextn_predict_layers", uint32_t(g.n_nextn));
   w.set_u32(p + "context_length", uint32_t(g.n_ctx));
   w.set_u32(p + "embedding_length", uint32_t(g.n_embd));
   w.set_u32(p + "attention.head_count", uint32_t(g.n_head));

@@ -47,6 +47,9 @@ struct GenSpec {
   float routed_scale = 2.5f;
   // Skewed routing (gen/router_skew.h); the defaults leave routing as even as random
   // weights make it, and the file as without these fields.
+  // deepseek2: DeepSeek's MTP layers after the decoder layers (0 or 1), as llama.cpp
+  // stores them (blk.N.nextn.*).
+  int64_t n_nextn = 0;
   float expert_skew = 0.0f;         // Zipf exponent of each MoE layer's expert popularity
   int64_t skew_token_groups = 0;    // >= 2: experts follow the vocabulary range of the token
 

@@ -71,4 +71,9 @@ KvStore Model::make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype
   return KvStore(config_.n_layer, config_.kv_row_format(dtype), block_size, n_blocks);
 }
 
+KvStore Model::make_mtp_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const {
+  if (config_.n_nextn <= 0) fail("{}: the model has no MTP layer", file_->path());
+  return KvStore(config_.n_nextn, config_.kv_row_format(dtype), block_size, n_blocks);
+}
+
 }  // namespace moe

@@ -35,6 +35,8 @@ struct SeqSlice {
 struct Step {
   std::vector<int32_t> tokens;  // all sequences' new tokens, slice after slice
   std::vector<SeqSlice> seqs;
+  // Keep every token's final hidden state (Model::hidden_states), as the MTP layer needs.
+  bool want_hidden = false;
   int64_t n_logit_rows() const;
 };
 
@@ -68,6 +70,21 @@ class Model {
   virtual bool step_idle(ThreadPool& pool) = 0;
 
   KvStore make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const;
+
+  // DeepSeek's multi-token-prediction layer (0 when the file has none), which drafts the
+  // token after next from a position's final hidden state and the next token.
+  int64_t n_mtp_layers() const { return config_.n_nextn; }
+  // After a forward of a step with want_hidden: each of its tokens' hidden state after the
+  // final norm, [tokens, n_embd].
+  virtual const float* hidden_states() const = 0;
+  // The MTP layer over a step: token i at its position goes with hidden row i (the hidden
+  // state of the position before, the main model's or this layer's own output), its KV in
+  // kv (make_mtp_kv_store, the step's block tables). Writes logits as forward() does and,
+  // when hidden_out is given, the layer's output per token [tokens, n_embd]. Throws
+  // moe::Error without an MTP layer, and in an expert-parallel group.
+  virtual void forward_mtp(const Step& step, const float* hidden, KvStore& kv, float* logits, float* hidden_out,
+                           ThreadPool& pool) = 0;
+  KvStore make_mtp_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const;
   // Weight bytes read per decoded token (attention, dense and shared FFNs, n_used routed
   // experts per MoE layer, the output head): the numerator of the decode roofline.
   uint64_t active_bytes_per_token() const { return active_bytes_; }

@@ -149,6 +149,13 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   r.positive("embedding_length", c.n_embd);
   c.n_layer = r.req("block_count");
   r.positive("block_count", c.n_layer, 4096);
+  c.n_nextn = r.opt("nextn_predict_layers", 0);
+  if (c.n_nextn < 0 || c.n_nextn >= c.n_layer) {
+    fail("{}: {}nextn_predict_layers = {} must be in [0, block_count = {})", f.path(), r.prefix, c.n_nextn, c.n_layer);
+  }
+  if (c.n_nextn > 1) fail("{}: {} MTP layers: moengine reads files with at most one (nextn_predict_layers)", f.path(), c.n_nextn);
+  if (c.n_nextn > 0 && c.arch_name != "deepseek2") fail("{}: MTP layers (nextn_predict_layers) are read for deepseek2 only", f.path());
+  c.n_layer -= c.n_nextn;
   c.n_head = r.req("attention.head_count");
   r.positive("attention.head_count", c.n_head, 4096);
   c.n_ctx_train = r.opt("context_length", 4096);
@@ -186,6 +193,7 @@ std::string ModelConfig::summary() const {
   s += fmt::format(", {} experts top-{} (ffn {})", gating.n_experts, gating.n_used, n_ff_expert);
   if (n_shared_experts) s += fmt::format(" + {} shared", n_shared_experts);
   s += fmt::format(", vocab {}", n_vocab);
+  if (n_nextn > 0) s += fmt::format(", {} MTP layer", n_nextn);
   return s;
 }
 

@@ -20,7 +20,10 @@ struct ModelConfig {
   std::string name;           // general.name (may be empty)
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
-  int64_t n_layer = 0;
+  int64_t n_layer = 0;        // the decoder layers a token runs through
+  // DeepSeek's multi-token-prediction ("NextN") layers, numbered after the decoder layers
+  // (block_count counts both; nextn_predict_layers says how many are MTP).
+  int64_t n_nextn = 0;
   int64_t n_ctx_train = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;      // qwen3moe GQA heads

@@ -51,14 +51,16 @@ void Transformer::finish_load(const TensorTable& t) {
 
   const int64_t n_exp = c.gating.n_experts;
   int64_t n_moe = 0;
-  for (int64_t l = 0; l < c.n_layer; ++l) {
+  for (int64_t l = 0; l < c.n_layer + c.n_nextn; ++l) {
     attn_norm_.push_back(t.require(layer_tensor(l, "attn_norm.weight"), {c.n_embd}));
     attn_norm_.back().f32();
     FfnLayerWeights f;
     f.norm = t.require(layer_tensor(l, "ffn_norm.weight"), {c.n_embd});
     f.norm.f32();
-    moe_index_.push_back(c.is_moe_layer(l) ? n_moe++ : -1);
-    if (c.is_moe_layer(l)) moe_layers_.push_back(l);
+    // The MTP layer's experts are not among the MoE layers an expert-parallel group spreads.
+    const bool decoder_moe = c.is_moe_layer(l) && l < c.n_layer;
+    moe_index_.push_back(decoder_moe ? n_moe++ : -1);
+    if (decoder_moe) moe_layers_.push_back(l);
     if (!c.is_moe_layer(l)) {
       f.dense = load_ffn(t, l, "", c.n_embd, c.n_ff_dense);
     } else {
@@ -73,6 +75,20 @@ void Transformer::finish_load(const TensorTable& t) {
       }
     }
     ffn_.push_back(f);
+  }
+  if (c.n_nextn > 0) {
+    const int64_t m = c.n_layer;
+    mtp_.eh_proj = t.require(layer_tensor(m, "nextn.eh_proj.weight"), {2 * c.n_embd, c.n_embd}).matrix();
+    mtp_.enorm = t.require(layer_tensor(m, "nextn.enorm.weight"), {c.n_embd});
+    mtp_.hnorm = t.require(layer_tensor(m, "nextn.hnorm.weight"), {c.n_embd});
+    mtp_.head_norm = t.require(layer_tensor(m, "nextn.shared_head_norm.weight"), {c.n_embd});
+    for (const Tensor* n : {&mtp_.enorm, &mtp_.hnorm, &mtp_.head_norm}) n->f32();
+    // Files converted from DeepSeek's checkpoints may leave out the layer's own copies of
+    // the embedding and the head, which are the model's.
+    mtp_.embed = t.optional(layer_tensor(m, "nextn.embed_tokens.weight"), {c.n_embd, c.n_vocab});
+    if (!mtp_.embed) mtp_.embed = token_embd_;
+    mtp_.head = t.optional(layer_tensor(m, "nextn.shared_head_head.weight"), {c.n_embd, c.n_vocab});
+    if (!mtp_.head) mtp_.head = output_;
   }
   // A token reads as many bytes whichever experts it is routed to.
   std::mt19937 any_experts;
@@ -116,6 +132,8 @@ std::vector<QMatrix> Transformer::token_matrices(std::mt19937& rng) const {
 
 void Transformer::mark_for_regrouping(WeightRegrouper& r, bool routed_experts) {
   r.add(output_);
+  if (mtp_.eh_proj.data) r.add(mtp_.eh_proj);
+  if (mtp_.head && mtp_.head.data != output_.data) r.add(mtp_.head);
   for (FfnLayerWeights& f : ffn_) {
     for (FfnWeights* w : {&f.dense, &f.shared}) {
       for (QMatrix* m : {&w->gate, &w->up, &w->down}) r.add(*m);
@@ -127,13 +145,13 @@ void Transformer::mark_for_regrouping(WeightRegrouper& r, bool routed_experts) {
   mark_attention_for_regrouping(r);
 }
 
-void Transformer::embed(const std::vector<int32_t>& tokens, float* x) const {
+void Transformer::embed(const Tensor& table, const std::vector<int32_t>& tokens, float* x) const {
   const int64_t n_embd = config_.n_embd;
-  const size_t rb = row_bytes(token_embd_.type, n_embd);
+  const size_t rb = row_bytes(table.type, n_embd);
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t id = tokens[i];
     if (id < 0 || id >= config_.n_vocab) fail("token id {} is outside the vocabulary (0..{})", id, config_.n_vocab - 1);
-    dequantize_row(token_embd_.type, token_embd_.data + size_t(id) * rb, x + int64_t(i) * n_embd, n_embd);
+    dequantize_row(table.type, table.data + size_t(id) * rb, x + int64_t(i) * n_embd, n_embd);
   }
 }
 
@@ -226,7 +244,7 @@ void Transformer::attend_slices(int64_t layer, const Step& step, const Attention
   int64_t t = 0;
   for (const SeqSlice& s : step.seqs) {
     if (s.n_tokens <= 0) continue;
-    const KvView view = kv.view(layer, *s.block_table, block_ptrs_.data() + at);
+    const KvView view = kv.view(kv_layer(layer), *s.block_table, block_ptrs_.data() + at);
     at += s.block_table->size();
     attention_seqs_.push_back({q + t * q_ld, q_ld, s.n_tokens, s.pos0, view, out + t * out_ld, out_ld});
     t += s.n_tokens;
@@ -234,11 +252,8 @@ void Transformer::attend_slices(int64_t layer, const Step& step, const Attention
   moe::attention_batch(shape, attention_seqs_, pool);
 }
 
-void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) {
-  const ModelConfig& c = config_;
+void Transformer::set_positions(const Step& step, const KvStore& kv) {
   const int64_t n_tokens = int64_t(step.tokens.size());
-  const int64_t n_embd = c.n_embd;
-  if (n_tokens == 0) return;
   int64_t covered = 0;
   positions_.clear();
   for (const SeqSlice& s : step.seqs) {
@@ -251,6 +266,31 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
     covered += s.n_tokens;
   }
   if (covered != n_tokens) fail("forward: slices cover {} tokens but the step has {}", covered, n_tokens);
+  rope_.build(config_.rope, positions_.data(), n_tokens);
+}
+
+void Transformer::logits_of(const Step& step, const Tensor& norm, const Tensor& head, float* logits, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t n_embd = c.n_embd;
+  // Final norm only for the rows whose logits are wanted.
+  int64_t row = 0, offset = 0;
+  for (const SeqSlice& s : step.seqs) {
+    if (s.n_tokens <= 0) continue;
+    const int64_t first = s.logits == LogitRows::kAll ? 0 : s.logits == LogitRows::kLast ? s.n_tokens - 1 : s.n_tokens;
+    for (int64_t i = first; i < s.n_tokens; ++i, ++row) {
+      rms_norm(x_.data() + (offset + i) * n_embd, norm.f32(), h_.data() + row * n_embd, n_embd, c.rms_eps);
+    }
+    offset += s.n_tokens;
+  }
+  if (row > 0) projector_.run(head.matrix(), h_.data(), n_embd, logits, c.n_vocab, row, pool);
+}
+
+void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t n_tokens = int64_t(step.tokens.size());
+  const int64_t n_embd = c.n_embd;
+  if (n_tokens == 0) return;
+  set_positions(step, kv);
   if (ep_) {
     const bool prefill = std::any_of(step.seqs.begin(), step.seqs.end(), [](const SeqSlice& s) { return s.n_tokens > 1; });
     ep_->join_step(prefill ? ExpertParallel::StepWork::prefill : ExpertParallel::StepWork::decode);
@@ -259,8 +299,7 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
   x_.resize(size_t(n_tokens * n_embd));
   h_.resize(size_t(n_tokens * n_embd));
   ffn_out_.resize(size_t(n_tokens * n_embd));
-  embed(step.tokens, x_.data());
-  rope_.build(c.rope, positions_.data(), n_tokens);
+  embed(token_embd_, step.tokens, x_.data());
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     float* h = h_.data();
@@ -270,18 +309,44 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
     attention(l, step, h, x_.data(), kv, pool);
     ffn_block(l, n_tokens, x_.data(), pool);
   }
-
-  // Final norm only for the rows whose logits are wanted.
-  int64_t row = 0, offset = 0;
-  for (const SeqSlice& s : step.seqs) {
-    if (s.n_tokens <= 0) continue;
-    const int64_t first = s.logits == LogitRows::kAll ? 0 : s.logits == LogitRows::kLast ? s.n_tokens - 1 : s.n_tokens;
-    for (int64_t i = first; i < s.n_tokens; ++i, ++row) {
-      rms_norm(x_.data() + (offset + i) * n_embd, output_norm_.f32(), h_.data() + row * n_embd, n_embd, c.rms_eps);
+  if (step.want_hidden) {
+    hidden_.resize(size_t(n_tokens * n_embd));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      rms_norm(x_.data() + t * n_embd, output_norm_.f32(), hidden_.data() + t * n_embd, n_embd, c.rms_eps);
     }
-    offset += s.n_tokens;
   }
-  projector_.run(output_.matrix(), h_.data(), n_embd, logits, c.n_vocab, row, pool);
+  logits_of(step, output_norm_, output_, logits, pool);
+}
+
+void Transformer::forward_mtp(const Step& step, const float* hidden, KvStore& kv, float* logits, float* hidden_out,
+                              ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  if (c.n_nextn <= 0) fail("{}: the model has no MTP layer (nextn_predict_layers)", file_->path());
+  if (ep_) fail("the MTP layer does not run in an expert-parallel group yet");
+  const int64_t n_tokens = int64_t(step.tokens.size());
+  const int64_t n_embd = c.n_embd;
+  if (n_tokens == 0) return;
+  set_positions(step, kv);
+  x_.resize(size_t(n_tokens * n_embd));
+  h_.resize(size_t(n_tokens * n_embd));
+  ffn_out_.resize(size_t(n_tokens * n_embd));
+  // Each token's input is eh_proj over [enorm(its embedding), hnorm(the hidden state before it)].
+  mtp_in_.resize(size_t(n_tokens * 2 * n_embd));
+  embed(mtp_.embed, step.tokens, h_.data());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* in = mtp_in_.data() + t * 2 * n_embd;
+    rms_norm(h_.data() + t * n_embd, mtp_.enorm.f32(), in, n_embd, c.rms_eps);
+    rms_norm(hidden + t * n_embd, mtp_.hnorm.f32(), in + n_embd, n_embd, c.rms_eps);
+  }
+  projector_.run(mtp_.eh_proj, mtp_in_.data(), 2 * n_embd, x_.data(), n_embd, n_tokens, pool);
+  const int64_t l = c.n_layer;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rms_norm(x_.data() + t * n_embd, attn_norm_[size_t(l)].f32(), h_.data() + t * n_embd, n_embd, c.rms_eps);
+  }
+  attention(l, step, h_.data(), x_.data(), kv, pool);
+  ffn_block(l, n_tokens, x_.data(), pool);
+  if (hidden_out) std::copy(x_.begin(), x_.begin() + n_tokens * n_embd, hidden_out);
+  logits_of(step, mtp_.head_norm, mtp_.head, logits, pool);
 }
 
 }  // namespace moe

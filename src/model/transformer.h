@@ -25,9 +25,22 @@ struct FfnLayerWeights {
   FfnWeights shared;     // shared experts (gate.data == nullptr when none)
 };
 
+// DeepSeek's MTP layer beside its decoder layer (attention and FFN at index n_layer).
+struct MtpWeights {
+  QMatrix eh_proj;    // [n_embd, 2 * n_embd]: concat(enorm(embedding), hnorm(hidden)) -> n_embd
+  Tensor enorm;       // f32 [n_embd]
+  Tensor hnorm;       // f32 [n_embd]
+  Tensor head_norm;   // f32 [n_embd] (shared_head_norm)
+  Tensor embed;       // [n_embd, n_vocab], or the model's token_embd when absent
+  Tensor head;        // [n_embd, n_vocab], or the model's output when absent
+};
+
 class Transformer : public Model {
  public:
   void forward(const Step& step, KvStore& kv, float* logits, ThreadPool& pool) override;
+  const float* hidden_states() const override { return hidden_.data(); }
+  void forward_mtp(const Step& step, const float* hidden, KvStore& kv, float* logits, float* hidden_out,
+                   ThreadPool& pool) override;
   bool step_idle(ThreadPool& pool) override;
   // Also tells the group where this model's routed experts' weights are.
   void set_expert_parallel(ExpertParallel* ep) override;
@@ -57,6 +70,9 @@ class Transformer : public Model {
   void attend_slices(int64_t layer, const Step& step, const AttentionShape& shape, const float* q, int64_t q_ld,
                      float* out, int64_t out_ld, KvStore& kv, ThreadPool& pool);
 
+  // The layer of the KV store a layer's rows are in: the MTP layer has a store of its own.
+  int64_t kv_layer(int64_t layer) const { return layer < config_.n_layer ? layer : layer - config_.n_layer; }
+
   const RopeTable& rope() const { return rope_; }
   const std::vector<int32_t>& positions() const { return positions_; }
   Projector& projector() { return projector_; }
@@ -75,7 +91,11 @@ class Transformer : public Model {
   // The routed and shared experts of MoE layer `layer` for h [n_tokens, n_embd] into
   // ffn_out_, across the expert-parallel group.
   void expert_parallel_moe(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool);
-  void embed(const std::vector<int32_t>& tokens, float* x) const;
+  void embed(const Tensor& table, const std::vector<int32_t>& tokens, float* x) const;
+  // Checks the step's slices against the store and fills positions_ and the rope tables.
+  void set_positions(const Step& step, const KvStore& kv);
+  // The final norm of the rows whose logits the slices want, then the head into logits.
+  void logits_of(const Step& step, const Tensor& norm, const Tensor& head, float* logits, ThreadPool& pool);
 
   Projector projector_;
   FfnRunner ffn_runner_;
@@ -83,7 +103,8 @@ class Transformer : public Model {
   std::vector<int32_t> positions_;
   std::vector<const uint8_t*> block_ptrs_;  // every sequence's, one after another
   std::vector<AttentionSeq> attention_seqs_;
-  std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_;
+  MtpWeights mtp_;
+  std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_, hidden_, mtp_in_;
   std::vector<int32_t> route_ids_;
   std::vector<int64_t> moe_index_;   // per layer: its index among the MoE layers, or -1
   std::vector<int64_t> moe_layers_;  // per MoE layer: its layer

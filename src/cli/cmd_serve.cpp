@@ -87,9 +87,10 @@ void run(ServeArgs a) {
   if (a.max_model_len < 0) fail("--max-model-len must be >= 0 (0: the model's context length), got {}", a.max_model_len);
   if (a.max_waiting < 1) fail("--max-waiting must be at least 1, got {}", a.max_waiting);
   if (a.max_body_bytes < 1) fail("--max-body-bytes must be at least 1");
-  if (a.speculative.method == SpeculativeConfig::Method::kMtp && a.role != "both") {
-    fail("--speculative-config: method mtp runs on --role both instances only for now: a decode instance would need the "
-         "prompt's MTP KV and last hidden state from its prefill instance, which the hand-off does not carry yet");
+  if (a.speculative.method == SpeculativeConfig::Method::kMtp && (a.role != "both" || !a.kv_transport.empty())) {
+    fail("--speculative-config: method mtp runs only on instances that take no part in prefill/decode hand-offs for now "
+         "(--role both without --kv-transport): a decode instance would need the prompt's MTP KV and last hidden state "
+         "from its prefill instance, which the hand-off does not carry yet");
   }
   const std::string chat_template = chat_template_source(a.chat_template);
   // Chosen now: the hand-offs, the KV-events topic and /health all name the instance by it.

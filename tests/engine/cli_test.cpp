@@ -121,6 +121,44 @@ TEST_F(Cli, BenchModelMeasuresDecodeAtDepthWithItsKvBytes) {
       << bad.out;
 }
 
+TEST_F(Cli, SpeculativeDecodingKeepsTheOutputAndSaysWhatItRefuses) {
+  const std::string mtp_model = tmp() + "/cli-tiny-mtp.gguf";
+  ASSERT_EQ(run("gen-model --arch deepseek2 --preset tiny --type q8_0 --nextn-layers 1 --out " + mtp_model).status, 0);
+  const std::string gen = " --prompt-ids 1,2,3,1,2,3,1,2 --max-tokens 24 --ignore-eos --json";
+  const Result plain = run("generate --model " + mtp_model + gen, false);
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  for (const std::string& spec : {R"('{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1}')",
+                                  R"('{"method": "mtp", "num_speculative_tokens": 2}')"}) {
+    const Result r = run("generate --model " + mtp_model + gen + " --speculative-config " + spec);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("speculative decoding ("), std::string::npos) << r.out;
+    const std::string json = r.out.substr(r.out.find("{\"prompt_ids\""));
+    EXPECT_EQ(nlohmann::json::parse(json)["output_ids"], nlohmann::json::parse(plain.out)["output_ids"]) << spec;
+  }
+  const Result bench = run("bench model --model " + mtp_model + " --pp 8 --tg 8 --reps 1 --json --speculative-config "
+                           R"('{"method": "mtp", "num_speculative_tokens": 2}' --draft-acceptance 1)", false);
+  ASSERT_EQ(bench.status, 0) << bench.out;
+  const auto j = nlohmann::json::parse(bench.out)["speculative"];
+  EXPECT_EQ(j["with_drafts"]["accepted_tokens"], j["with_drafts"]["drafted_tokens"]);
+  EXPECT_NEAR(j["with_drafts"]["tokens_per_step"].get<double>(), 3.0, 0.5);
+
+  Result bad = run("generate --model " + model_ + gen + R"( --speculative-config '{"method": "mtp", "num_speculative_tokens": 1}')");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("needs the model's MTP layer, and the file has none"), std::string::npos) << bad.out;
+  bad = run("generate --model " + model_ + gen + R"( --speculative-config '{"method": "ngram"}')");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("num_speculative_tokens is required"), std::string::npos) << bad.out;
+  bad = run("serve --model " + mtp_model + R"( --role decode --speculative-config '{"method": "mtp", "num_speculative_tokens": 1}')");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("method mtp runs only on instances that take no part in prefill/decode hand-offs"), std::string::npos) << bad.out;
+  bad = run("gen-model --arch qwen3moe --preset tiny --nextn-layers 1 --out " + tmp() + "/x.gguf");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("--nextn-layers: MTP layers are written for deepseek2 only"), std::string::npos) << bad.out;
+  bad = run("bench model --model " + model_ + " --draft-acceptance 0.5");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("--draft-acceptance needs --speculative-config"), std::string::npos) << bad.out;
+}
+
 TEST_F(Cli, BenchKvAccuracyComparesEachDtypeWithF32) {
   const Result r = run("bench kv-accuracy --model " + model_ + " --prompt-len 300 --gen 8 --dtypes bf16,q8_0 --json", false);
   ASSERT_EQ(r.status, 0) << r.out;

@@ -74,6 +74,15 @@ bool is_hf_checkpoint(const std::string& path) {
 
 std::unique_ptr<HfCheckpoint> open_hf_checkpoint(const std::string& dir) {
   auto ck = std::make_unique<HfCheckpoint>(HfCheckpoint{read_hf_config(dir), SafetensorsSet::open(dir), {}});
+  // One MTP layer is read when the checkpoint ships it (some repositories leave it out):
+  // after the decoder layers, as llama.cpp's converter numbers it.
+  HfModelConfig& m = ck->model;
+  const int64_t n_layer = m.config.n_layer;
+  if (m.n_mtp_layers == 1 && ck->shards.find("model.layers." + std::to_string(n_layer) + ".eh_proj.weight")) {
+    m.config.n_nextn = 1;
+    m.metadata.set_u32("deepseek2.block_count", uint32_t(n_layer + 1));
+    m.metadata.set_u32("deepseek2.nextn_predict_layers", 1);
+  }
   ck->plan = plan_hf_tensors(ck->model, ck->shards);
   return ck;
 }

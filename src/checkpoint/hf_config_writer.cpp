@@ -61,7 +61,7 @@ nlohmann::ordered_json hf_config_for(const GgufFile& f, int64_t fp8_block) {
          {"qk_nope_head_dim", c.qk_nope_dim},
          {"qk_rope_head_dim", c.qk_rope_dim},
          {"v_head_dim", c.v_head_dim},
-         {"num_nextn_predict_layers", 0}};
+         {"num_nextn_predict_layers", c.n_nextn}};
   } else {
     j = {{"architectures", {"Qwen3MoeForCausalLM"}},
          {"model_type", "qwen3_moe"},

@@ -100,12 +100,13 @@ void export_hf_checkpoint(const GgufFile& f, const std::string& dir, const HfExp
   // Tensors are produced as the shards are written; each one reports as it is done.
   auto done = std::make_shared<size_t>(0);
   size_t n_total = 0;
-  for (const HfMapEntry& e : map) n_total += e.layout == HfLayout::KvbValues ? 0 : e.hf_names.size();
+  for (const HfMapEntry& e : map) n_total += e.layout == HfLayout::KvbValues || (e.optional && !f.find_tensor(e.name)) ? 0 : e.hf_names.size();
   auto report = [&progress, done, n_total] {
     if (progress) progress(double(++*done) / double(n_total));
   };
   for (const HfMapEntry& e : map) {
     if (e.layout == HfLayout::KvbValues) continue;  // written with its keys as kv_b_proj
+    if (e.optional && !f.find_tensor(e.name)) continue;
     const bool matrix = e.role == HfRole::Matrix;
     const bool quantize = fp8 && matrix && e.name != "token_embd.weight" && e.name != "output.weight";
     const StDtype dtype = !matrix ? StDtype::F32 : quantize ? StDtype::F8_E4M3 : StDtype::BF16;

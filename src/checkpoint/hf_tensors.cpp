@@ -26,6 +26,10 @@ class MapBuilder {
     add("output_norm.weight", HfRole::Norm, "model.norm.weight", {c_.n_embd});
     if (!tied_) add("output.weight", HfRole::Matrix, "lm_head.weight", {c_.n_vocab, c_.n_embd});
     for (int64_t l = 0; l < c_.n_layer; ++l) layer(l);
+    if (c_.n_nextn == 1) {
+      layer(c_.n_layer);
+      mtp(c_.n_layer);
+    }
     return std::move(map_);
   }
 
@@ -59,6 +63,20 @@ class MapBuilder {
     experts(g + "ffn_up_exps.weight", mlp, "up_proj", c.n_ff_expert, c.n_embd);
     experts(g + "ffn_down_exps.weight", mlp, "down_proj", c.n_embd, c.n_ff_expert);
     if (c.n_shared_experts > 0) ffn(g, "_shexp", mlp + "shared_experts.", c.n_ff_expert * c.n_shared_experts);
+  }
+
+  // DeepSeek-V3's MTP layer: a decoder layer (layer()) plus these. Its copies of the
+  // embedding and the head may be left out of a checkpoint: they are the model's.
+  void mtp(int64_t l) {
+    const std::string g = "blk." + std::to_string(l) + ".nextn.", h = "model.layers." + std::to_string(l) + ".";
+    add(g + "eh_proj.weight", HfRole::Matrix, h + "eh_proj.weight", {c_.n_embd, 2 * c_.n_embd});
+    add(g + "enorm.weight", HfRole::Norm, h + "enorm.weight", {c_.n_embd});
+    add(g + "hnorm.weight", HfRole::Norm, h + "hnorm.weight", {c_.n_embd});
+    add(g + "shared_head_norm.weight", HfRole::Norm, h + "shared_head.norm.weight", {c_.n_embd});
+    add(g + "embed_tokens.weight", HfRole::Matrix, h + "embed_tokens.weight", {c_.n_vocab, c_.n_embd});
+    map_.back().optional = true;
+    add(g + "shared_head_head.weight", HfRole::Matrix, h + "shared_head.head.weight", {c_.n_vocab, c_.n_embd});
+    map_.back().optional = true;
   }
 
   void ffn(const std::string& g, const std::string& suffix, const std::string& h, int64_t n_ff) {
@@ -119,6 +137,7 @@ class Planner {
 
   HfPlan run() {
     for (HfMapEntry& e : hf_tensor_map(m_.config, m_.tied_embeddings, m_.score_bias)) {
+      if (e.optional && !st_.find(e.hf_names.front())) continue;
       HfPlannedTensor t{std::move(e.name), std::move(e.ne), e.layout, e.role, {}};
       for (const std::string& name : e.hf_names) {
         t.sources.push_back(source(name, e.role, e.hf_shape));
@@ -169,7 +188,8 @@ class Planner {
     return s;
   }
 
-  // Tensors of MTP layers (numbered past the last layer) are skipped with a note; anything
+  // Tensors of MTP layers not read (more than one, or one without eh_proj) are skipped with
+  // a note; anything
   // else left over is reported, since a checkpoint the map does not cover may be a variant
   // the engine would compute wrongly.
   void check_leftovers() {
@@ -179,7 +199,7 @@ class Planner {
       if (used_.count(name)) continue;
       int64_t layer = -1;
       if (name.starts_with("model.layers.")) layer = std::atoll(name.c_str() + std::strlen("model.layers."));
-      if (layer >= n_layer && m_.n_mtp_layers > 0) plan_.skipped.push_back(name);
+      if (layer >= n_layer + m_.config.n_nextn && m_.n_mtp_layers > 0) plan_.skipped.push_back(name);
       else unknown.push_back(name);
     }
     if (!plan_.skipped.empty())

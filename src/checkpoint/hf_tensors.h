@@ -32,6 +32,7 @@ struct HfMapEntry {
   HfRole role = HfRole::Matrix;
   std::vector<std::string> hf_names;   // one, or one per expert
   std::vector<int64_t> hf_shape;       // of each Hugging Face tensor, row-major
+  bool optional = false;               // may be absent from a checkpoint (then left out)
 };
 
 // The map for a model's config (llama.cpp's converter's names, the other way round).

@@ -58,7 +58,6 @@ void run(const GenArgs& a) {
   if (a.layers > 0) g.n_layer = a.layers;
   if (a.nextn_layers < 0 || a.nextn_layers > 1) fail("--nextn-layers must be 0 or 1, got {}", a.nextn_layers);
   if (a.nextn_layers > 0 && arch != Arch::Deepseek2) fail("--nextn-layers: MTP layers are written for deepseek2 only");
-  if (a.nextn_layers > 0 && hf) fail("--nextn-layers with --format hf is not built yet: MTP layers are written to GGUF only");
   g.n_nextn = a.nextn_layers;
   if (a.vocab > 0) g.n_vocab = a.vocab;
   if (!a.tokenizer.empty()) {

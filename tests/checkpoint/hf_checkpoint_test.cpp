@@ -30,6 +30,10 @@ std::vector<Variant> variants() {
   GenSpec yarn = gen_preset(Arch::Deepseek2, "tiny");
   yarn.yarn_factor = 4.0f;
   v.push_back({"deepseek_v3_yarn", yarn});
+  // With the MTP layer DeepSeek-V3 ships (model.layers.N.eh_proj, ...): kept as blk.N.nextn.*.
+  GenSpec mtp = gen_preset(Arch::Deepseek2, "tiny");
+  mtp.n_nextn = 1;
+  v.push_back({"deepseek_v3_mtp", mtp});
   GenSpec lite = gen_preset(Arch::Deepseek2, "tiny");
   lite.q_lora_rank = 0;
   lite.v3_gating = false;

@@ -56,13 +56,14 @@ struct HfPlannedTensor {
 
 struct HfPlan {
   std::vector<HfPlannedTensor> tensors;
-  std::vector<std::string> skipped;  // checkpoint tensors the engine does not use (MTP layers)
+  std::vector<std::string> skipped;  // checkpoint tensors the engine does not use (MTP layers not read)
   int64_t fp8_block_rows = 0, fp8_block_cols = 0;
   int64_t kv_nope = 0, kv_v = 0, kv_lora = 0;  // kv_b_proj's split (deepseek2)
 };
 
-// Maps every tensor; a tensor missing, of the wrong shape or dtype, or left over unused
-// (other than MTP layers, which are skipped with a note) is an error.
+// Maps every tensor, the MTP layer's when m.config.n_nextn says it is read; a tensor
+// missing, of the wrong shape or dtype, or left over unused (other than MTP layers not
+// read, which are skipped with a note) is an error.
 HfPlan plan_hf_tensors(const HfModelConfig& m, const SafetensorsSet& st);
 
 // Row r (over ne[1..]) of a Direct / ExpertStack / KvbValues tensor: the source and its row.

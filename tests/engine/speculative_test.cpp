@@ -2,14 +2,17 @@
 // the scheduler's plans (budget, max_tokens, rejected positions given back to the pool), and
 // end to end on generated deepseek2 and qwen3moe models: greedy output token for token equal
 // to decoding without drafts whatever the drafter (n-gram with 1 and 3 tokens, always right,
-// always wrong), batched, preempted, with stop strings and max_tokens landing inside an
-// accepted run, and logprobs unchanged; sampled output keeps the target distribution (a
-// chi-square test).
+// always wrong), batched, preempted, with stop tokens and max_tokens landing inside an
+// accepted run, with penalties and logit_bias, and logprobs unchanged; randomized drafts
+// against a fake model keep every output and the block pool; sampled output keeps the
+// target distribution (a chi-square test).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <random>
+#include <set>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -173,6 +176,88 @@ TEST(SchedulerDrafts, ADraftNeverPreemptsItShrinksToTheFreeBlocks) {
   EXPECT_EQ(bm.n_used(), 0);
 }
 
+// A fake model whose token at position p of request id is truth(id, p), and a drafter that is
+// right with probability 0.6: whatever is drafted, accepted, preempted or aborted, each
+// output is the truth and the block pool stays consistent and ends empty.
+int32_t truth(int64_t id, int64_t pos) { return int32_t((id * 7919 + pos * 31) % 50000); }
+
+struct CoinDrafter : DraftSource {
+  std::mt19937 rng{7};
+  std::vector<int32_t> propose(int64_t id, const std::vector<int32_t>& tokens, int32_t max_k) override {
+    std::vector<int32_t> d;
+    const int32_t k = int32_t(rng() % uint32_t(max_k + 1));
+    for (int32_t i = 0; i < k; ++i) {
+      const int64_t pos = int64_t(tokens.size()) + i;
+      d.push_back(rng() % 10 < 6 ? truth(id, pos) : truth(id, pos) + 1);
+    }
+    return d;
+  }
+};
+
+TEST(SchedulerDrafts, RandomizedRunsKeepTheOutputAndTheBlocks) {
+  int64_t preemptions = 0;
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    std::mt19937 rng(seed);
+    BlockManager bm(16, 4);
+    SchedulerConfig cfg;
+    cfg.max_num_batched_tokens = 20;
+    cfg.max_num_seqs = 5;
+    cfg.watermark = 0.05;
+    cfg.num_speculative_tokens = 1 + int32_t(seed % 4);
+    Scheduler sch(cfg, bm);
+    CoinDrafter drafts;
+    sch.set_draft_source(&drafts);
+    std::map<int64_t, std::pair<int64_t, int64_t>> added;  // id -> (prompt, max_tokens)
+    std::set<int64_t> aborted;
+    int64_t next_id = 0, drafted = 0;
+    for (int steps = 0; next_id < 40 || sch.has_unfinished(); ++steps) {
+      ASSERT_LT(steps, 20000) << "seed " << seed;
+      if (next_id < 40 && rng() % 3 == 0) {
+        const int n = 1 + int(rng() % 30), m = 1 + int(rng() % 25);
+        std::vector<int32_t> prompt(static_cast<size_t>(n), 0);
+        for (int i = 0; i < n; ++i) prompt[size_t(i)] = i % 7;  // shared prefixes: cache hits
+        if (sch.add(Request{.id = next_id, .prompt = prompt, .max_tokens = m})) added[next_id] = {n, m};
+        ++next_id;
+      }
+      if (!added.empty() && rng() % 30 == 0) {
+        const int64_t victim = int64_t(rng() % uint32_t(next_id));
+        if (added.count(victim) && sch.state(victim) != RequestState::kFinished) {
+          sch.abort(victim);
+          aborted.insert(victim);
+        }
+      }
+      const StepPlan plan = sch.schedule();
+      preemptions += int64_t(plan.preempted.size());
+      std::vector<std::vector<int32_t>> emitted;
+      for (const ScheduledSeq& s : plan.seqs) {
+        ASSERT_GE(int64_t(s.block_table.size()) * bm.block_size(), s.pos0 + s.n_tokens);
+        if (!s.produces_logits) continue;
+        drafted += s.n_draft;
+        // Row i follows the input at pos0 + (n_tokens - 1 - n_draft) + i.
+        const int64_t first = s.pos0 + s.n_tokens - s.n_draft;
+        std::vector<int32_t> e;
+        for (int32_t i = 0; i <= s.n_draft; ++i) {
+          const int32_t want = truth(s.id, first + i);
+          e.push_back(want);
+          if (i == s.n_draft || s.tokens[size_t(s.n_tokens - s.n_draft + i)] != want) break;
+        }
+        emitted.push_back(e);
+      }
+      sch.on_step_done(plan, emitted);
+      ASSERT_EQ(bm.validate(), "") << "seed " << seed;
+    }
+    EXPECT_GT(drafted, 0);
+    for (const auto& [id, pm] : added) {
+      if (aborted.count(id)) continue;
+      std::vector<int32_t> want;
+      for (int64_t i = 0; i < pm.second; ++i) want.push_back(truth(id, pm.first + i));
+      EXPECT_EQ(sch.output(id), want) << "seed " << seed << " request " << id;
+    }
+    EXPECT_EQ(bm.n_used(), 0) << "seed " << seed;
+  }
+  EXPECT_GT(preemptions, 0);
+}
+
 // --- end to end on generated models -------------------------------------------------------
 
 struct ModelFixture {
@@ -325,6 +410,12 @@ TEST_P(EndToEnd, GreedyNgramOutputEqualsDecodingWithoutDrafts) {
   for (int i = 0; i < 6; ++i) jobs.push_back({i % 2 ? repetitive_prompt(20 + 9 * i, 7 + i) : prompt_of(12 + 9 * i, 30 + i), greedy(24)});
   jobs[1].params.sampling.logprobs = true;
   jobs[3].params.sampling.logprobs = true;
+  // Penalties count each accepted token before the next row is checked; a bias applies to
+  // every row.
+  jobs[2].params.sampling.repetition_penalty = 1.3f;
+  jobs[4].params.sampling.presence_penalty = 0.5f;
+  jobs[4].params.sampling.frequency_penalty = 0.3f;
+  jobs[5].params.sampling.logit_bias = {{7, 4.0f}, {12, -100.0f}};
   const auto plain = run_jobs(f(), jobs, config(256, 64, 8));
   for (int32_t k : {1, 3}) {
     EngineMetrics m;

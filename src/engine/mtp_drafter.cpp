@@ -13,9 +13,7 @@ MtpDrafter::MtpDrafter(Model& model, int32_t num_speculative_tokens, int32_t blo
       // Chained drafts write rows past a sequence's reserved positions: into blocks only
       // they use, after the engine's (one sequence at a time, so they can share them).
       n_scratch_((num_speculative_tokens + block_size - 1) / block_size + 1),
-      kv_(model.make_mtp_kv_store(block_size, n_blocks + n_scratch_, dtype)) {
-  if (model.expert_parallel()) fail("speculative decoding with method mtp does not run in an expert-parallel group yet");
-}
+      kv_(model.make_mtp_kv_store(block_size, n_blocks + n_scratch_, dtype)) {}
 
 std::vector<int32_t> MtpDrafter::propose(int64_t id, const std::vector<int32_t>& tokens, int32_t max_k) {
   const auto it = drafts_.find(id);

@@ -81,7 +81,8 @@ class Model {
   // state of the position before, the main model's or this layer's own output), its KV in
   // kv (make_mtp_kv_store, the step's block tables). Writes logits as forward() does and,
   // when hidden_out is given, the layer's output per token [tokens, n_embd]. Throws
-  // moe::Error without an MTP layer, and in an expert-parallel group.
+  // moe::Error without an MTP layer. In an expert-parallel group it runs on this rank alone,
+  // the layer's routed experts too: it takes no part in the group's steps.
   virtual void forward_mtp(const Step& step, const float* hidden, KvStore& kv, float* logits, float* hidden_out,
                            ThreadPool& pool) = 0;
   KvStore make_mtp_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const;

@@ -162,7 +162,9 @@ void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPoo
   float* h = h_.data();
   for (int64_t t = 0; t < n_tokens; ++t) rms_norm(x + t * n_embd, f.norm.f32(), h + t * n_embd, n_embd, c.rms_eps);
 
-  if (ep_ && c.is_moe_layer(layer)) {
+  // The MTP layer's experts are not spread over an expert-parallel group: each rank runs
+  // them itself (moe_index_ -1).
+  if (ep_ && moe_index_[size_t(layer)] >= 0) {
     expert_parallel_moe(layer, n_tokens, h, pool);
     for (int64_t i = 0; i < n_tokens * n_embd; ++i) x[i] += ffn_out_[size_t(i)];
     return;
@@ -322,7 +324,6 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KvStore& kv
                               ThreadPool& pool) {
   const ModelConfig& c = config_;
   if (c.n_nextn <= 0) fail("{}: the model has no MTP layer (nextn_predict_layers)", file_->path());
-  if (ep_) fail("the MTP layer does not run in an expert-parallel group yet");
   const int64_t n_tokens = int64_t(step.tokens.size());
   const int64_t n_embd = c.n_embd;
   if (n_tokens == 0) return;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo: builds moengine, generates a default model (DeepSeek-V2/V3 shaped, random
-# weights), runs prompts through it offline, loads the same kind of model from a Hugging Face
+# weights), runs prompts through it offline (also with speculative decoding), loads the same kind of model from a Hugging Face
 # checkpoint directory (FP8) and converts it to GGUF, measures the KV transports, then starts
 # two prefill instances and an expert-parallel decode group of two ranks (`serve --ep 2` under
 # mpirun) behind `moengine proxy` with `moengine launch`, sends OpenAI API requests through the
@@ -25,6 +25,16 @@ echo "== generate: greedy continuation of a text prompt (random weights: the ans
 echo
 echo "== generate: the same from token ids, with sampling"
 "$bin" generate --model "$model" --prompt-ids 300,301,302,303,304 --max-tokens 16 --ignore-eos --temperature 0.8 --seed 1 --json
+
+echo
+echo "== speculative decoding: the greedy prompt again, each step verifying 3 tokens drafted by n-gram lookup"
+echo "   and then by the model's own MTP layer (written by gen-model --nextn-layers 1); the output is the same"
+"$bin" generate --model "$model" --prompt "The mixture of experts model" --max-tokens 16 --ignore-eos --json \
+  --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1}'
+mtp_model="$root/models/deepseek2-$preset-$type-mtp.gguf"
+[ -f "$mtp_model" ] || "$bin" gen-model --arch deepseek2 --preset "$preset" --type "$type" --nextn-layers 1 --out "$mtp_model"
+"$bin" generate --model "$mtp_model" --prompt "The mixture of experts model" --max-tokens 16 --ignore-eos --json \
+  --speculative-config '{"method": "mtp", "num_speculative_tokens": 3}'
 
 echo
 echo "== checkpoints: a Hugging Face directory (tiny, FP8 with block scales) served as it is, and converted to GGUF"

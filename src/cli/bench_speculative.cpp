@@ -75,7 +75,11 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
       d.run.accepted = out.n_accepted_tokens;
     }
   });
-  while (core.has_work()) core.step();
+  while (core.has_work()) {
+    const bool decoding = first.has_value();
+    core.step();
+    if (decoding) d.run.weight_bytes += double(model.last_step_weight_bytes());
+  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *first).count();
   d.run.tokens = int64_t(d.tokens.size()) - 1;
   d.run.tokens_per_s = double(d.run.tokens) / s;

@@ -21,6 +21,8 @@ struct SpecDecodeRun {
   int64_t tokens = 0;       // decoded after the first token
   int64_t steps = 0;        // engine steps that decoded them
   int64_t drafted = 0, accepted = 0;
+  double weight_bytes = 0;  // read by those steps (Model::last_step_weight_bytes)
+  double weight_bytes_per_token() const { return tokens > 0 ? weight_bytes / double(tokens) : 0.0; }
   double tokens_per_step() const { return steps > 0 ? double(tokens) / double(steps) : 0.0; }
 };
 

@@ -259,11 +259,6 @@ void run(const BenchModelArgs& a) {
     spec = bench_speculative_decode(*model, tok, a.kv_dtype, a.speculative, a.draft_acceptance, prompt, a.tg, pool);
     spec_bar.done();
   }
-  // Weights read per decoded token when each engine step reads one token's worth: a lower
-  // bound, since the tokens a step verifies may route to different experts.
-  auto weight_bytes_per_token = [&](const SpecDecodeRun& r) {
-    return r.tokens > 0 ? double(model->active_bytes_per_token()) * double(r.steps) / double(r.tokens) : 0.0;
-  };
   auto spec_json = [&](const SpecDecodeRun& r) {
     return nlohmann::ordered_json{{"tokens_per_s", r.tokens_per_s},
                                   {"tokens", r.tokens},
@@ -272,7 +267,7 @@ void run(const BenchModelArgs& a) {
                                   {"drafted_tokens", r.drafted},
                                   {"accepted_tokens", r.accepted},
                                   {"acceptance", r.drafted > 0 ? double(r.accepted) / double(r.drafted) : 0.0},
-                                  {"weight_bytes_per_token_at_least", weight_bytes_per_token(r)}};
+                                  {"weight_bytes_per_token", r.weight_bytes_per_token()}};
   };
   // What a decoded token reads at depth d: the weights, and every layer's d rows of KV.
   const double kv_bytes_per_position = double(c.n_layer) * double(c.kv_row_format(a.kv_dtype).bytes());
@@ -358,8 +353,8 @@ void run(const BenchModelArgs& a) {
   }
   if (spec) {
     for (const auto& [name, r] : {std::pair{"engine, no drafts", spec->plain}, std::pair{"engine, drafts", spec->speculative}}) {
-      std::printf("| tg%-4d %-17s | %7.2f | %.2f tokens per step, %lld of %lld drafts accepted | >= %.3f GB of weights per token |\n", a.tg, name,
-                  r.tokens_per_s, r.tokens_per_step(), (long long)r.accepted, (long long)r.drafted, weight_bytes_per_token(r) / 1e9);
+      std::printf("| tg%-4d %-17s | %7.2f | %.2f tokens per step, %lld of %lld drafts accepted | %.3f GB of weights per token |\n", a.tg, name,
+                  r.tokens_per_s, r.tokens_per_step(), (long long)r.accepted, (long long)r.drafted, r.weight_bytes_per_token() / 1e9);
     }
     std::printf("speculative decoding %s%s: %.2fx the engine's decode speed without drafts\n", speculative_config_json(a.speculative).c_str(),
                 a.draft_acceptance ? fmt::format(", drafts right with probability {}", *a.draft_acceptance).c_str() : "",

@@ -89,6 +89,10 @@ class Model {
   // Weight bytes read per decoded token (attention, dense and shared FFNs, n_used routed
   // experts per MoE layer, the output head): the numerator of the decode roofline.
   uint64_t active_bytes_per_token() const { return active_bytes_; }
+  // Weight bytes the last forward() read: everything a token reads but the routed experts,
+  // plus each MoE layer's distinct experts the step's tokens were routed to (here; an
+  // expert-parallel rank counts the experts its own tokens chose).
+  uint64_t last_step_weight_bytes() const { return last_step_bytes_; }
   // Weights multiplied per token: a token costs about 2 FLOPs per active parameter.
   uint64_t active_params_per_token() const { return active_params_; }
   uint64_t total_weight_bytes() const { return total_bytes_; }
@@ -113,6 +117,7 @@ class Model {
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   uint64_t active_bytes_ = 0;
+  uint64_t last_step_bytes_ = 0;
   uint64_t active_params_ = 0;
   uint64_t total_bytes_ = 0;
   uint64_t moved_bytes_ = 0;

@@ -90,6 +90,10 @@ void Transformer::finish_load(const TensorTable& t) {
     mtp_.head = t.optional(layer_tensor(m, "nextn.shared_head_head.weight"), {c.n_embd, c.n_vocab});
     if (!mtp_.head) mtp_.head = output_;
   }
+  if (!moe_layers_.empty()) {
+    const FfnWeights w = routed_expert(ffn_[size_t(moe_layers_.front())], 0);
+    for (const QMatrix* m : {&w.gate, &w.up, &w.down}) expert_bytes_ += uint64_t(m->rows) * m->row_stride;
+  }
   // A token reads as many bytes whichever experts it is routed to.
   std::mt19937 any_experts;
   for (const QMatrix& m : token_matrices(any_experts)) {
@@ -200,6 +204,12 @@ void Transformer::route(int64_t layer, int64_t n_tokens, const float* h, ThreadP
     route_token(c.gating, router_logits_.data() + t * n_exp, bias, route_ids_.data() + t * k,
                 route_weights_.data() + t * k, route_scratch_.data());
   }
+  if (layer < c.n_layer) {
+    expert_seen_.assign(size_t(n_exp), 0);
+    for (int32_t e : route_ids_) {
+      if (!expert_seen_[size_t(e)]++) last_step_bytes_ += expert_bytes_;
+    }
+  }
 }
 
 void Transformer::expert_parallel_moe(int64_t layer, int64_t n_tokens, const float* h, ThreadPool& pool) {
@@ -302,6 +312,7 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
   h_.resize(size_t(n_tokens * n_embd));
   ffn_out_.resize(size_t(n_tokens * n_embd));
   embed(token_embd_, step.tokens, x_.data());
+  last_step_bytes_ = active_bytes_ - uint64_t(moe_layers_.size()) * uint64_t(c.gating.n_used) * expert_bytes_;
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     float* h = h_.data();

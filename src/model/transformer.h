@@ -106,6 +106,8 @@ class Transformer : public Model {
   MtpWeights mtp_;
   std::vector<float> x_, h_, ffn_out_, router_logits_, route_weights_, route_scratch_, hidden_, mtp_in_;
   std::vector<int32_t> route_ids_;
+  uint64_t expert_bytes_ = 0;          // one routed expert's gate, up and down rows
+  std::vector<uint8_t> expert_seen_;   // scratch: which experts a layer's tokens chose
   std::vector<int64_t> moe_index_;   // per layer: its index among the MoE layers, or -1
   std::vector<int64_t> moe_layers_;  // per MoE layer: its layer
 };

@@ -70,6 +70,21 @@ TEST(MtpLayer, AFileWithOneLoadsAndDecodesAsWithout) {
   const std::vector<int32_t> prompt = prompt_of(30, 3);
   EXPECT_EQ(greedy_tokens(*f.mtp, prompt, 20, pool), greedy_tokens(*f.plain, prompt, 20, pool));
   EXPECT_THROW(f.plain->make_mtp_kv_store(16, 4, kKvDtypeAuto), Error);
+
+  // A step reads the weights once, each MoE layer's experts as many as its tokens chose:
+  // one token's worth for one token, more for several (but never the MTP layer's).
+  KvStore kv = f.mtp->make_kv_store(16, 4, kKvDtypeAuto);
+  const std::vector<int32_t> table{0, 1, 2, 3};
+  Step step;
+  step.tokens = {5};
+  step.seqs.push_back(SeqSlice{&table, 0, 1, LogitRows::kLast});
+  std::vector<float> logits(static_cast<size_t>(f.mtp->config().n_vocab), 0.0f);
+  f.mtp->forward(step, kv, logits.data(), pool);
+  EXPECT_EQ(f.mtp->last_step_weight_bytes(), f.mtp->active_bytes_per_token());
+  step.tokens = {6, 7, 8, 9};
+  step.seqs[0] = SeqSlice{&table, 1, 4, LogitRows::kLast};
+  f.mtp->forward(step, kv, logits.data(), pool);
+  EXPECT_GT(f.mtp->last_step_weight_bytes(), f.mtp->active_bytes_per_token());
 }
 
 // The layer by hand: the main model over the whole sequence for its hidden states, then the

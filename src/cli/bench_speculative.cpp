@@ -47,13 +47,7 @@ struct Decoded {
 Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
                const std::optional<std::pair<std::vector<int32_t>, double>>& known, const std::vector<int32_t>& prompt, int tg,
                ThreadPool& pool) {
-  EngineConfig ec;
-  ec.kv_dtype = kv_dtype;
-  ec.speculative = spec;
-  ec.n_blocks = int32_t((int64_t(prompt.size()) + tg + spec.num_speculative_tokens) / ec.block_size + 2);
-  ec.scheduler.max_num_seqs = 1;
-  ec.scheduler.max_num_batched_tokens = std::max<int64_t>(int64_t(prompt.size()), 1 + spec.num_speculative_tokens);
-  EngineCore core(model, tok, ec, pool);
+  EngineCore core(model, tok, one_request_config(int64_t(prompt.size()), tg + 1, kv_dtype, spec), pool);
   if (known) {
     core.wrap_drafter([&](std::unique_ptr<DraftSource> inner) {
       return std::make_unique<KnownAcceptanceDrafter>(std::move(inner), prompt, known->first, known->second, model.config().n_vocab);

@@ -81,13 +81,7 @@ Generated generate_plainly(const GenerateArgs& a, Model& model, const std::vecto
 // step verifying the drafter's tokens.
 Generated generate_speculatively(const GenerateArgs& a, Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                                  ThreadPool& pool) {
-  EngineConfig ec;
-  ec.kv_dtype = a.kv_dtype;
-  ec.speculative = a.speculative;
-  ec.n_blocks = int32_t((int64_t(prompt.size()) + a.max_tokens + a.speculative.num_speculative_tokens) / ec.block_size + 2);
-  ec.scheduler.max_num_seqs = 1;
-  ec.scheduler.max_num_batched_tokens = std::max<int64_t>(int64_t(prompt.size()), 1 + a.speculative.num_speculative_tokens);
-  EngineCore core(model, tok, ec, pool);
+  EngineCore core(model, tok, one_request_config(int64_t(prompt.size()), a.max_tokens, a.kv_dtype, a.speculative), pool);
   GenerateParams p;
   p.sampling.temperature = a.temperature;
   p.sampling.seed = a.seed;

@@ -27,6 +27,16 @@ Step model_step(const StepPlan& plan) {
 
 }  // namespace
 
+EngineConfig one_request_config(int64_t n_prompt, int64_t max_tokens, KvDtype dtype, const SpeculativeConfig& spec) {
+  EngineConfig c;
+  c.kv_dtype = dtype;
+  c.speculative = spec;
+  c.n_blocks = int32_t((n_prompt + max_tokens + spec.num_speculative_tokens) / c.block_size + 2);
+  c.scheduler.max_num_seqs = 1;
+  c.scheduler.max_num_batched_tokens = std::max<int64_t>(n_prompt, 1 + spec.num_speculative_tokens);
+  return c;
+}
+
 const char* finish_kind_name(FinishKind k) {
   switch (k) {
     case FinishKind::kStop: return "stop";

@@ -44,6 +44,11 @@ struct EngineConfig {
 // KV blocks of block_size positions that fit in `gib` GiB for this model, stored as dtype.
 int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size, KvDtype dtype);
 
+// An engine for a single request of n_prompt tokens and max_tokens more: blocks for it and
+// its drafts, one sequence, a budget that takes the prompt in one step (generate and bench
+// model run one request through the serving engine this way).
+EngineConfig one_request_config(int64_t n_prompt, int64_t max_tokens, KvDtype dtype, const SpeculativeConfig& spec);
+
 // The limits a request is checked against before it is queued.
 struct RequestLimits {
   int64_t n_vocab = 0;

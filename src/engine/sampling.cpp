@@ -220,14 +220,12 @@ bool Sampler::prepare(const float* logits, int64_t n_vocab) {
   return true;
 }
 
-int32_t Sampler::draw(int32_t excluded) {
+double Sampler::weight(int64_t i) const { return std::exp(double(z_[size_t(idx_[size_t(i)])]) - m_); }
+
+int32_t Sampler::draw(int32_t excluded, double total) {
   const float* z = z_.data();
   const int32_t* idx = idx_.data();
   const int64_t n = n_cand_;
-  double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (idx[i] != excluded) total += std::exp(double(z[idx[i]]) - m_);
-  }
   const double r = uniform() * total;
   double acc = 0.0;
   int32_t token = -1;
@@ -241,7 +239,13 @@ int32_t Sampler::draw(int32_t excluded) {
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n_vocab, SampleResult* out) {
-  const int32_t token = prepare(logits, n_vocab) ? draw(-1) : greedy_token_;
+  const bool drawn = prepare(logits, n_vocab);
+  int32_t token = greedy_token_;
+  if (drawn) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n_cand_; ++i) total += weight(i);
+    token = draw(-1, total);
+  }
   if (out) {
     out->token = token;
     out->logprob = 0.0f;
@@ -254,17 +258,16 @@ int32_t Sampler::verify(const float* logits, int64_t n_vocab, int32_t draft, Sam
   const bool drawn = prepare(logits, n_vocab);
   int32_t token = greedy_token_;
   if (drawn) {
-    double total = 0.0, p_draft = 0.0;
+    double total = 0.0, w_draft = 0.0;
     for (int64_t i = 0; i < n_cand_; ++i) {
-      const double w = std::exp(double(z_[size_t(idx_[size_t(i)])]) - m_);
+      const double w = weight(i);
       total += w;
-      if (idx_[size_t(i)] == draft) p_draft = w;
+      if (idx_[size_t(i)] == draft) w_draft = w;
     }
-    p_draft /= total;
     // A draft the filters removed has probability 0 and is always rejected. A rejected
     // draft's mass is taken out of the draw, so that accepting with p(draft) and drawing
     // from the rest gives every token exactly its probability p.
-    token = uniform() < p_draft ? draft : draw(draft);
+    token = uniform() < w_draft / total ? draft : draw(draft, total - w_draft);
   }
   if (out) {
     out->token = token;

@@ -99,8 +99,11 @@ class Sampler {
   // Fills z_, idx_, n_cand_ and m_ for a draw; false when the row is greedy (then the
   // token is greedy_token_).
   bool prepare(const float* logits, int64_t n_vocab);
-  // One draw from the prepared candidates, `excluded` (or -1) left out.
-  int32_t draw(int32_t excluded);
+  // exp(z - m) of prepared candidate i.
+  double weight(int64_t i) const;
+  // One draw from the prepared candidates, `excluded` (or -1) left out; total is the
+  // weight of those drawn from.
+  int32_t draw(int32_t excluded, double total);
   void fill_logprobs(const float* logits, int64_t n_vocab, int32_t token, SampleResult* out);
   double uniform();  // [0, 1), from our own bits so every standard library draws the same
 

@@ -13,10 +13,14 @@
 #include "disagg/kv_layout.h"
 #include "engine/engine_core.h"
 #include "engine/test_models.h"
+#include "engine/test_requests.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace moe {
 namespace {
+
+using testing::greedy;
+using testing::prompt_of;
 
 struct Fixture {
   Fixture() {
@@ -34,23 +38,6 @@ struct Fixture {
 Fixture& fx() {
   static Fixture f;
   return f;
-}
-
-std::vector<int32_t> prompt_of(int n, uint32_t seed) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    t.push_back(int32_t((seed >> 8) % 400u));
-  }
-  return t;
-}
-
-GenerateParams greedy(int64_t max_tokens) {
-  GenerateParams p;
-  p.sampling.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 EngineConfig config(int32_t n_blocks, KvDtype kv_dtype = kKvDtypeAuto) {

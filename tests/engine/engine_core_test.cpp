@@ -11,10 +11,14 @@
 #include "engine/single_sequence.h"
 #include "tokenizer/gguf_vocab.h"
 #include "test_models.h"
+#include "test_requests.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace moe {
 namespace {
+
+using testing::greedy;
+using testing::prompt_of;
 
 struct Fixture {
   Fixture() {
@@ -34,15 +38,6 @@ Fixture& fx() {
   return f;
 }
 
-std::vector<int32_t> prompt_of(int n, uint32_t seed) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    t.push_back(int32_t((seed >> 8) % 400u));
-  }
-  return t;
-}
-
 // Greedy tokens of the reference path: one sequence, its own KV cache.
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n, ThreadPool& pool) {
   SingleSequence seq(*fx().model, int64_t(prompt.size()) + n + 1, kKvDtypeAuto);
@@ -54,14 +49,6 @@ std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n,
     if (i + 1 < n) logits = seq.decode(out.back(), pool);
   }
   return out;
-}
-
-GenerateParams greedy(int64_t max_tokens) {
-  GenerateParams p;
-  p.sampling.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 // Collects each request's outputs.

@@ -12,10 +12,14 @@
 #include "engine/mtp_drafter.h"
 #include "engine/single_sequence.h"
 #include "test_models.h"
+#include "test_requests.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace moe {
 namespace {
+
+using testing::greedy;
+using testing::prompt_of;
 
 struct Files {
   Files() {
@@ -35,15 +39,6 @@ struct Files {
 Files& files() {
   static Files f;
   return f;
-}
-
-std::vector<int32_t> prompt_of(int n, uint32_t seed) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    t.push_back(int32_t((seed >> 8) % 400u));
-  }
-  return t;
 }
 
 std::vector<int32_t> greedy_tokens(Model& m, const std::vector<int32_t>& prompt, int n, ThreadPool& pool) {
@@ -166,14 +161,6 @@ TEST(MtpDrafter, ProposalsEqualTheLayerRunByHand) {
     }
     EXPECT_EQ(checked, 11);
   }
-}
-
-GenerateParams greedy(int64_t max_tokens) {
-  GenerateParams p;
-  p.sampling.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 SpeculativeConfig mtp(int32_t k) {

@@ -20,10 +20,14 @@
 #include "engine/single_sequence.h"
 #include "engine/speculative.h"
 #include "test_models.h"
+#include "test_requests.h"
 #include "tokenizer/gguf_vocab.h"
 
 namespace moe {
 namespace {
+
+using testing::greedy;
+using testing::prompt_of;
 
 TEST(NgramDrafter, ProposesWhatFollowedTheLatestEarlierOccurrenceOfTheLongestSuffix) {
   NgramDrafter d(2, 3);
@@ -282,29 +286,12 @@ ModelFixture& qwen() {
   return f;
 }
 
-std::vector<int32_t> prompt_of(int n, uint32_t seed) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    t.push_back(int32_t((seed >> 8) % 400u));
-  }
-  return t;
-}
-
 // A prompt that repeats itself, so that n-gram lookup finds drafts in it.
 std::vector<int32_t> repetitive_prompt(int n, uint32_t seed) {
   const std::vector<int32_t> motif = prompt_of(7, seed);
   std::vector<int32_t> t;
   while (int(t.size()) < n) t.push_back(motif[t.size() % motif.size()]);
   return t;
-}
-
-GenerateParams greedy(int64_t max_tokens) {
-  GenerateParams p;
-  p.sampling.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 struct Collector {

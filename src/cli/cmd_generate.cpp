@@ -16,6 +16,7 @@
 #include "core/npy.h"
 #include "core/thread_pool.h"
 #include "engine/engine_core.h"
+#include "engine/mtp_drafter.h"
 #include "engine/sampling.h"
 #include "engine/single_sequence.h"
 #include "tokenizer/gguf_vocab.h"
@@ -114,6 +115,20 @@ std::string ids_to_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   return text + d.finish();
 }
 
+// A rank other than 0: rank 0 runs the prompt, this one computes its experts' share of its
+// steps, and of the MTP layer's rounds after each when rank 0 drafts with the layer.
+void follow_group_steps(Model& model, const GenerateArgs& a, ThreadPool& pool) {
+  if (!speculative_uses_mtp(a.speculative) || model.n_mtp_layers() <= 0) {
+    while (model.step_idle(pool)) {
+    }
+    return;
+  }
+  const int32_t k = a.speculative.num_speculative_tokens;
+  KvStore kv = model.make_kv_store(16, 1 + MtpDrafter::scratch_blocks(k, 16, 1), a.kv_dtype, /*with_mtp=*/true);
+  MtpDrafter mtp(model, kv, k, 1, 1);
+  while (model.step_idle(pool)) mtp.idle_rounds(pool);
+}
+
 void run(const GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty()) fail("give exactly one of --prompt or --prompt-ids");
   if (a.max_tokens < 1) fail("--max-tokens must be at least 1");
@@ -129,9 +144,7 @@ void run(const GenerateArgs& a) {
   if (prompt.empty()) fail("--prompt: the text encodes to no tokens");
   ThreadPool pool(a.threads);
   if (group.rank() != 0) {
-    // Rank 0 runs the prompt; the others compute their experts' share of its steps.
-    while (model->step_idle(pool)) {
-    }
+    follow_group_steps(*model, a, pool);
     finish_expert_parallel_run(group, a.ep);
     return;
   }

@@ -87,10 +87,9 @@ void run(ServeArgs a) {
   if (a.max_model_len < 0) fail("--max-model-len must be >= 0 (0: the model's context length), got {}", a.max_model_len);
   if (a.max_waiting < 1) fail("--max-waiting must be at least 1, got {}", a.max_waiting);
   if (a.max_body_bytes < 1) fail("--max-body-bytes must be at least 1");
-  if (a.speculative.method == SpeculativeConfig::Method::kMtp && (a.role != "both" || !a.kv_transport.empty())) {
-    fail("--speculative-config: method mtp runs only on instances that take no part in prefill/decode hand-offs for now "
-         "(--role both without --kv-transport): a decode instance would need the prompt's MTP KV and last hidden state "
-         "from its prefill instance, which the hand-off does not carry yet");
+  if (a.role == "prefill" && a.speculative.enabled() && !speculative_uses_mtp(a.speculative)) {
+    fail("--speculative-config: a prefill instance does not decode, so it drafts nothing with method {}; only method mtp "
+         "is taken there (it keeps the MTP layer's KV for its decode instances)", speculative_method_name(a.speculative.method));
   }
   const std::string chat_template = chat_template_source(a.chat_template);
   // Chosen now: the hand-offs, the KV-events topic and /health all name the instance by it.
@@ -113,7 +112,7 @@ void run(ServeArgs a) {
   ec.engine.block_size = a.block_size;
   ec.engine.kv_dtype = a.kv_dtype;
   ec.engine.speculative = a.speculative;
-  ec.engine.n_blocks = kv_blocks_for_memory(*model, a.kv_cache_memory, a.block_size, a.kv_dtype);
+  ec.engine.n_blocks = kv_blocks_for_memory(*model, a.kv_cache_memory, a.block_size, a.kv_dtype, speculative_uses_mtp(a.speculative));
   // An explicit length the model or the cache cannot hold is refused; the default (the
   // model's context) is only capped, per request, at the cache's size.
   if (a.max_model_len > model->config().n_ctx_train) {

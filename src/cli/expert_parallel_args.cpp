@@ -91,8 +91,7 @@ EpGroup join_expert_parallel_group(const ExpertParallelArgs& args) {
 void attach_expert_parallel(EpGroup& group, const ExpertParallelArgs& args, Model& model) {
   if (!group.comm) return;
   const ModelConfig& c = model.config();
-  int64_t moe_layers = 0;
-  for (int64_t l = 0; l < c.n_layer; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
+  const int64_t moe_layers = c.n_moe_layers();
   if (moe_layers == 0) fail("expert parallelism needs an MoE model; this one has no MoE layers");
   ExpertMap map = on_every_rank(*group.comm, [&] {
     return args.placement.empty() ? ExpertMap::even(moe_layers, c.gating.n_experts, group.size())

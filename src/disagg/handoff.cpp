@@ -7,7 +7,7 @@
 namespace moe::disagg {
 
 nlohmann::json to_json(const Handoff& h) {
-  return {{"do_remote_prefill", true},
+  nlohmann::json j = {{"do_remote_prefill", true},
           {"do_remote_decode", false},
           {"remote_engine_id", h.remote_engine_id},
           {"remote_host", h.remote_host},
@@ -17,6 +17,8 @@ nlohmann::json to_json(const Handoff& h) {
           {"lease_ms", h.lease_ms},
           {"prompt_token_ids", h.prompt_token_ids},
           {"first_token_id", h.first_token_id}};
+  if (!h.draft_token_ids.empty()) j["draft_token_ids"] = h.draft_token_ids;
+  return j;
 }
 
 namespace {
@@ -78,6 +80,7 @@ KvTransferRequest parse_kv_transfer_params(const nlohmann::json& j) {
   h.lease_ms = int_field(j, "lease_ms", 0, std::numeric_limits<int64_t>::max());
   h.prompt_token_ids = ids_field(j, "prompt_token_ids");
   h.first_token_id = int32_t(int_field(j, "first_token_id", 0, std::numeric_limits<int32_t>::max()));
+  if (j.contains("draft_token_ids")) h.draft_token_ids = ids_field(j, "draft_token_ids");
   if (h.prompt_token_ids.empty()) fail("kv_transfer_params.prompt_token_ids must not be empty");
   return r;
 }

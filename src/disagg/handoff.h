@@ -4,7 +4,9 @@
 //   to P:   {"do_remote_decode": true}
 //   from P: {"do_remote_prefill": true, "do_remote_decode": false, "remote_engine_id",
 //            "remote_host", "remote_port", "remote_block_ids", "remote_request_id",
-//            "lease_ms", "prompt_token_ids", "first_token_id"}  (null: nothing to hand off)
+//            "lease_ms", "prompt_token_ids", "first_token_id", "draft_token_ids"}  (null: nothing
+//            to hand off; draft_token_ids is moengine's own, absent unless P drafted with
+//            the MTP layer)
 //   to D:   what P answered, as is.
 // remote_host:remote_port is P's HTTP address: D asks it for the KV endpoint and layout
 // (GET /internal/kv/info) and releases the lease there (POST /internal/kv/release).
@@ -25,6 +27,7 @@ struct Handoff {
   int64_t lease_ms = 0;
   std::vector<int32_t> prompt_token_ids;
   int32_t first_token_id = -1;            // the token P sampled after the prompt
+  std::vector<int32_t> draft_token_ids;   // what P's MTP layer drafted after it
 };
 
 nlohmann::json to_json(const Handoff& h);

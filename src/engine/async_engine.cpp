@@ -35,10 +35,11 @@ std::optional<int64_t> AsyncEngine::submit(std::vector<int32_t> prompt, Generate
   return enqueue(Submission{0, std::move(prompt), std::move(params), std::move(sink), Clock::now()});
 }
 
-std::optional<int64_t> AsyncEngine::submit_remote(std::vector<int32_t> prompt, int32_t first_token, GenerateParams params,
-                                                  OutputSink sink) {
+std::optional<int64_t> AsyncEngine::submit_remote(std::vector<int32_t> prompt, int32_t first_token,
+                                                  std::vector<int32_t> draft_tokens, GenerateParams params, OutputSink sink) {
   validate_request(prompt, params, limits_);
-  return enqueue(Submission{0, std::move(prompt), std::move(params), std::move(sink), Clock::now(), first_token});
+  return enqueue(Submission{0, std::move(prompt), std::move(params), std::move(sink), Clock::now(), first_token,
+                            std::move(draft_tokens)});
 }
 
 std::optional<int64_t> AsyncEngine::enqueue(Submission s) {
@@ -156,7 +157,8 @@ void AsyncEngine::loop() {
     for (Submission& s : subs) {
       try {
         if (s.remote_first_token >= 0) {
-          core_->add_remote(s.id, std::move(s.prompt), s.remote_first_token, std::move(s.params), s.sink, s.arrival);
+          core_->add_remote(s.id, std::move(s.prompt), s.remote_first_token, std::move(s.params), s.sink, s.arrival,
+                            std::move(s.remote_draft_tokens));
         } else {
           core_->add(s.id, std::move(s.prompt), std::move(s.params), s.sink, s.arrival);
         }

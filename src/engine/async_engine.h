@@ -50,7 +50,8 @@ class AsyncEngine {
   // Thread-safe. The decode half of a prefill/decode pair, as EngineCore::add_remote: the
   // sink's first output says which blocks to fill; then call kv_loaded. Same answers as
   // submit().
-  [[nodiscard]] std::optional<int64_t> submit_remote(std::vector<int32_t> prompt, int32_t first_token, GenerateParams params,
+  [[nodiscard]] std::optional<int64_t> submit_remote(std::vector<int32_t> prompt, int32_t first_token,
+                                                     std::vector<int32_t> draft_tokens, GenerateParams params,
                                                      OutputSink sink);
   // Thread-safe. The blocks of a submit_remote request are filled (ok), or could not be:
   // then it recomputes its prompt. Call it only once no more bytes will land in them.
@@ -90,6 +91,7 @@ class AsyncEngine {
     OutputSink sink;
     Clock::time_point arrival;
     int32_t remote_first_token = -1;  // >= 0: submit_remote
+    std::vector<int32_t> remote_draft_tokens;
   };
   std::optional<int64_t> enqueue(Submission s);
 

@@ -48,11 +48,12 @@ const char* finish_kind_name(FinishKind k) {
   return "";
 }
 
-int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size, KvDtype dtype) {
+int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size, KvDtype dtype, bool with_mtp) {
   if (!(gib > 0.0)) fail("KV cache memory must be > 0 GiB, got {}", gib);
   if (block_size < 1) fail("block size must be >= 1, got {}", block_size);
   const ModelConfig& c = model.config();
-  const double block_bytes = double(c.n_layer) * double(c.kv_row_format(dtype).bytes()) * double(block_size);
+  const double layers = double(c.n_layer + (with_mtp ? c.n_nextn : 0));
+  const double block_bytes = layers * double(c.kv_row_format(dtype).bytes()) * double(block_size);
   const double n = gib * double(1ull << 30) / block_bytes;
   if (n < 1.0) fail("{} GiB of KV cache is less than one block of {} positions ({:.0f} bytes)", gib, block_size, block_bytes);
   return int32_t(std::min(n, double(std::numeric_limits<int32_t>::max())));
@@ -137,12 +138,27 @@ struct EngineCore::Active {
   std::vector<TokenOutput> prompt_logprobs;  // entry i: prompt token i + 1
 };
 
+namespace {
+
+// The MTP drafter keeps its rows in the engine's cache, with scratch blocks past the
+// engine's own (MtpDrafter::scratch_blocks).
+KvStore make_engine_kv(const Model& model, const EngineConfig& config) {
+  if (!speculative_uses_mtp(config.speculative) || model.n_mtp_layers() <= 0) {
+    return model.make_kv_store(config.block_size, config.n_blocks, config.kv_dtype);
+  }
+  const int32_t scratch = MtpDrafter::scratch_blocks(config.speculative.num_speculative_tokens, config.block_size,
+                                                     config.scheduler.max_num_seqs);
+  return model.make_kv_store(config.block_size, int64_t(config.n_blocks) + scratch, config.kv_dtype, /*with_mtp=*/true);
+}
+
+}  // namespace
+
 EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig config, ThreadPool& pool)
     : model_(model),
       tok_(tokenizer),
       config_(config),
       pool_(pool),
-      kv_(model.make_kv_store(config.block_size, config.n_blocks, config.kv_dtype)),
+      kv_(make_engine_kv(model, config)),
       blocks_(config.n_blocks, config.block_size),
       scheduler_(
           [&] {
@@ -151,13 +167,13 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
             return c;
           }(),
           blocks_) {
-  if (config.speculative.method == SpeculativeConfig::Method::kMtp && config.speculative.enabled()) {
+  if (speculative_uses_mtp(config.speculative)) {
     if (model.n_mtp_layers() <= 0) {
       throw RequestError(fmt::format("{}: speculative decoding with method mtp needs the model's MTP layer, and the file has none "
                                      "(nextn_predict_layers)", model.file().path()), "speculative_config");
     }
-    auto mtp = std::make_unique<MtpDrafter>(model, config.speculative.num_speculative_tokens, config.block_size, config.n_blocks,
-                                            kv_.dtype());
+    auto mtp = std::make_unique<MtpDrafter>(model, kv_, config.speculative.num_speculative_tokens, config.n_blocks,
+                                            config.scheduler.max_num_seqs);
     mtp_ = mtp.get();
     drafter_ = std::move(mtp);
   } else {
@@ -208,7 +224,7 @@ void EngineCore::add(int64_t id, std::vector<int32_t> prompt, GenerateParams par
 }
 
 void EngineCore::add_remote(int64_t id, std::vector<int32_t> prompt, int32_t first_token, GenerateParams params,
-                            OutputSink sink, Clock::time_point arrival) {
+                            OutputSink sink, Clock::time_point arrival, std::vector<int32_t> draft_tokens) {
   validate_request(prompt, params, limits_);
   if (first_token < 0 || first_token >= limits_.n_vocab) {
     throw RequestError(fmt::format("the first token id {} is outside the vocabulary [0, {})", first_token, limits_.n_vocab),
@@ -217,6 +233,12 @@ void EngineCore::add_remote(int64_t id, std::vector<int32_t> prompt, int32_t fir
   if (params.max_tokens < 2) {
     throw RequestError("max_tokens must be at least 2 for a decode instance: the prefill instance made the first token",
                        "max_tokens");
+  }
+  for (int32_t t : draft_tokens) {
+    if (t < 0 || t >= limits_.n_vocab) {
+      throw RequestError(fmt::format("the drafted token id {} is outside the vocabulary [0, {})", t, limits_.n_vocab),
+                         "kv_transfer_params");
+    }
   }
   if (params.prompt_logprobs >= 0) {
     throw RequestError("prompt_logprobs come from the prefill instance, not the decode instance", "prompt_logprobs");
@@ -237,7 +259,9 @@ void EngineCore::add_remote(int64_t id, std::vector<int32_t> prompt, int32_t fir
   r.max_tokens = params.max_tokens;
   r.priority = params.priority;
   r.remote_first_token = first_token;
+  const size_t n_tokens = r.prompt.size() + 1;
   if (!scheduler_.add(std::move(r))) fail("request {} rejected: {}", id, scheduler_.reject_reason(id));
+  if (mtp_) mtp_->seed(id, n_tokens, std::move(draft_tokens));
   active_.emplace(id, std::move(a));
   refresh_gauges();
 }
@@ -287,6 +311,7 @@ bool EngineCore::step() {
   // batch of its own joins without tokens, so that the ranks that have some can run theirs.
   if (!ran_model && model_.expert_parallel()) {
     const bool group_busy = model_.step_idle(pool_);
+    if (group_busy && mtp_) mtp_->idle_rounds(pool_);
     refresh_gauges();
     return group_busy || busy;
   }
@@ -406,10 +431,12 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<std::vector
     emitted.emplace_back();
     for (const SampleResult& r : run) emitted.back().push_back(r.token);
   }
-  const std::vector<int64_t> hit_length = scheduler_.on_step_done(plan, emitted);
+  // Before the scheduler commits the step: a request it ends now (a prefill instance's,
+  // at its first token) still has its last positions' MTP rows written, for the hand-off.
   if (mtp_) {
     mtp_->after_step(plan, emitted, model_.hidden_states(), [this](int64_t id) { return scheduler_.running_tokens(id); }, pool_);
   }
+  const std::vector<int64_t> hit_length = scheduler_.on_step_done(plan, emitted);
   size_t k = 0;
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.produces_logits) continue;
@@ -448,7 +475,7 @@ void EngineCore::postprocess(const StepPlan& plan, const std::vector<std::vector
 
 void EngineCore::hand_off(int64_t id, Active& a, RequestOutput& out, Clock::time_point now) {
   leases_.grant(id, now + config_.kv_lease);
-  out.kv = KvBlocks{blocks_.table(id), a.n_prompt, 0};
+  out.kv = KvBlocks{blocks_.table(id), a.n_prompt, 0, mtp_ ? mtp_->drafts(id) : std::vector<int32_t>{}};
   finish(id, a, out, FinishKind::kLength, now, /*flush=*/false);
 }
 

@@ -41,8 +41,9 @@ struct EngineConfig {
 };
 
 
-// KV blocks of block_size positions that fit in `gib` GiB for this model, stored as dtype.
-int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size, KvDtype dtype);
+// KV blocks of block_size positions that fit in `gib` GiB for this model, stored as dtype,
+// with the MTP layer's rows too when they are kept (drafting with it, speculative_uses_mtp).
+int32_t kv_blocks_for_memory(const Model& model, double gib, int32_t block_size, KvDtype dtype, bool with_mtp = false);
 
 // An engine for a single request of n_prompt tokens and max_tokens more: blocks for it and
 // its drafts, one sequence, a budget that takes the prompt in one step (generate and bench
@@ -86,9 +87,11 @@ class EngineCore {
   // output carries the blocks to fill (RequestOutput::kv); then kv_loaded() says whether
   // they were. Outputs continue after first_token exactly as a request that had generated
   // it here would. Throws RequestError as add() does, and when max_tokens leaves nothing
-  // to generate after first_token.
+  // to generate after first_token. draft_tokens: what the other instance's MTP layer
+  // drafted after first_token (KvBlocks::draft_tokens), verified by the first step here when
+  // this engine drafts with it too; ignored otherwise.
   void add_remote(int64_t id, std::vector<int32_t> prompt, int32_t first_token, GenerateParams params, OutputSink sink,
-                  Clock::time_point arrival = Clock::now());
+                  Clock::time_point arrival = Clock::now(), std::vector<int32_t> draft_tokens = {});
   // The remote KV of an add_remote request has landed in its blocks (ok), or could not be
   // loaded: then the request recomputes its prompt itself. Unknown ids are ignored.
   void kv_loaded(int64_t id, bool ok);

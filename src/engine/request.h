@@ -43,6 +43,9 @@ struct KvBlocks {
   int64_t n_tokens = 0;        // prompt positions the blocks hold
   // Leading positions already valid: a decode instance's prefix-cache hit, not pulled.
   int64_t n_cached = 0;
+  // A prefill instance's hand-off, drafting with the MTP layer: the tokens it drafted after
+  // the first one, for the decode instance's first step to verify.
+  std::vector<int32_t> draft_tokens;
 };
 
 // Why a request ended, with the names OpenAI uses where one exists.

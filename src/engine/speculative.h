@@ -22,6 +22,9 @@ struct SpeculativeConfig {
   bool enabled() const { return method != Method::kNone && num_speculative_tokens > 0; }
 };
 
+// Drafting with the model's MTP layer, whose KV the engine's cache then holds.
+inline bool speculative_uses_mtp(const SpeculativeConfig& c) { return c.enabled() && c.method == SpeculativeConfig::Method::kMtp; }
+
 const char* speculative_method_name(SpeculativeConfig::Method m);  // "none", "ngram", "mtp"
 
 // A JSON object {"method": "ngram"|"mtp", "num_speculative_tokens": N, "prompt_lookup_max":

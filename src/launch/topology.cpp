@@ -118,9 +118,9 @@ int host_index(const std::vector<HostSpec>& hosts, const std::string& name) {
 }
 
 // A speculative_config field must be what serve's --speculative-config takes.
-void checked_speculative_config(const MapReader& r, const std::string& json) {
+SpeculativeConfig checked_speculative_config(const MapReader& r, const std::string& json) {
   try {
-    (void)parse_speculative_config(json);
+    return parse_speculative_config(json);
   } catch (const Error& e) {
     r.fail("speculative_config", e.what());
   }
@@ -270,13 +270,18 @@ std::vector<InstanceSpec> read_instance(const std::string& file, const YAML::Nod
                                          dtype, taken.kv_cache_dtype->first, taken.kv_cache_dtype->second));
   }
   base.speculative_config = r.text("speculative_config", d.speculative_config);
-  // A prefill instance makes one token per request: nothing to draft. Taken from the
-  // defaults it is left out; set on the entry itself it is a mistake.
-  if (base.role == InstanceRole::kPrefill) {
-    if (r.has("speculative_config")) r.fail("speculative_config", "a prefill instance makes one token per request: only decode and both instances speculate");
-    base.speculative_config.clear();
-  } else if (!base.speculative_config.empty()) {
-    checked_speculative_config(r, base.speculative_config);
+  // A prefill instance makes one token per request: nothing to verify. It takes method
+  // mtp only, to keep the MTP layer's KV for its decode instances; any other method taken
+  // from the defaults is left out, set on the entry itself it is a mistake.
+  if (!base.speculative_config.empty()) {
+    const bool mtp = speculative_uses_mtp(checked_speculative_config(r, base.speculative_config));
+    if (base.role == InstanceRole::kPrefill && !mtp) {
+      if (r.has("speculative_config")) {
+        r.fail("speculative_config", "a prefill instance makes one token per request: it takes only method mtp (to keep the MTP "
+                                     "layer's KV for its decode instances); decode and both instances speculate");
+      }
+      base.speculative_config.clear();
+    }
   }
   base.weight = r.number("weight", 1.0, 0.0);
   base.args = d.args;
@@ -356,6 +361,19 @@ Topology parse_topology(const std::string& yaml_text, const std::string& file_na
   }
   if (n_prefill > 0 && n_decode == 0) top.fail("instances", "there are prefill instances but no decode instance to hand their requests to");
   if (n_decode > 0 && n_prefill == 0) top.fail("instances", "there are decode instances but no prefill instance to feed them");
+  const auto uses_mtp = [](const InstanceSpec& s) {
+    return !s.speculative_config.empty() && speculative_uses_mtp(parse_speculative_config(s.speculative_config));
+  };
+  for (const InstanceSpec& d : t.instances) {
+    if (d.role != InstanceRole::kDecode || !uses_mtp(d)) continue;
+    for (const InstanceSpec& p : t.instances) {
+      if (p.role == InstanceRole::kPrefill && !uses_mtp(p)) {
+        top.fail("instances", fmt::format("decode instance {} drafts with the MTP layer, so it pulls that layer's KV too, and "
+                                          "prefill instance {} does not keep it: give it speculative_config with method mtp "
+                                          "(or put that in defaults)", d.name, p.name));
+      }
+    }
+  }
   const MapReader timeouts(file_name, top.get("timeouts"), "timeouts", {"ready_s", "stop_s"});
   t.ready_timeout_s = timeouts.number("ready_s", t.ready_timeout_s, 0.0);
   t.stop_timeout_s = timeouts.number("stop_s", t.stop_timeout_s, 0.0);

@@ -139,7 +139,7 @@ class Deepseek2 final : public Transformer {
         rms_norm(src, m.kv_a_norm, r, lora, c.rms_eps);
         std::copy_n(src + lora, rope_dim, r + lora);
         apply_rope(r + lora, 1, rope_dim, rope().cos_sin(t), int(rope_dim), c.rope_style);
-        kv.write_row(kv_layer(l), *s.block_table, s.pos0 + i, r);
+        kv.write_row(l, *s.block_table, s.pos0 + i, r);
         apply_rope(q_.data() + t * q_ld + nope, n_head, qk, rope().cos_sin(t), int(rope_dim), c.rope_style);
       }
     }

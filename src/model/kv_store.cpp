@@ -16,8 +16,9 @@ size_t checked_bytes(int64_t n_layers, int64_t row_bytes, int64_t block_size, in
 
 }  // namespace
 
-KvStore::KvStore(int64_t n_layers, KvRowFormat format, int64_t block_size, int64_t n_blocks)
+KvStore::KvStore(int64_t n_layers, KvRowFormat format, int64_t block_size, int64_t n_blocks, int64_t n_mtp_layers)
     : n_layers_(n_layers),
+      n_mtp_layers_(n_mtp_layers),
       format_(std::make_shared<const KvRowFormat>(std::move(format))),
       block_size_(block_size),
       n_blocks_(n_blocks),

@@ -18,9 +18,11 @@ namespace moe {
 
 class KvStore {
  public:
-  KvStore(int64_t n_layers, KvRowFormat format, int64_t block_size, int64_t n_blocks);
+  // The last n_mtp_layers of the n_layers are the MTP layer's (Model::make_kv_store).
+  KvStore(int64_t n_layers, KvRowFormat format, int64_t block_size, int64_t n_blocks, int64_t n_mtp_layers = 0);
 
   int64_t n_layers() const { return n_layers_; }
+  int64_t n_mtp_layers() const { return n_mtp_layers_; }
   const KvRowFormat& format() const { return *format_; }
   KvDtype dtype() const { return format_->dtype(); }
   int64_t row_floats() const { return format_->floats(); }
@@ -56,7 +58,7 @@ class KvStore {
   int64_t capacity(size_t n_table_blocks) const { return int64_t(n_table_blocks) * block_size_; }
 
  private:
-  int64_t n_layers_;
+  int64_t n_layers_, n_mtp_layers_;
   // Shared so that views stay valid when the store is moved.
   std::shared_ptr<const KvRowFormat> format_;
   int64_t block_size_, n_blocks_;

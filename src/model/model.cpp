@@ -67,13 +67,10 @@ std::unique_ptr<Model> Model::from_file(std::unique_ptr<GgufFile> file, const st
   return model;
 }
 
-KvStore Model::make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const {
-  return KvStore(config_.n_layer, config_.kv_row_format(dtype), block_size, n_blocks);
-}
-
-KvStore Model::make_mtp_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const {
-  if (config_.n_nextn <= 0) fail("{}: the model has no MTP layer", file_->path());
-  return KvStore(config_.n_nextn, config_.kv_row_format(dtype), block_size, n_blocks);
+KvStore Model::make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype, bool with_mtp) const {
+  if (with_mtp && config_.n_nextn <= 0) fail("{}: the model has no MTP layer", file_->path());
+  const int64_t mtp = with_mtp ? config_.n_nextn : 0;
+  return KvStore(config_.n_layer + mtp, config_.kv_row_format(dtype), block_size, n_blocks, mtp);
 }
 
 }  // namespace moe

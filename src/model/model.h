@@ -69,7 +69,9 @@ class Model {
   // (nothing ran).
   virtual bool step_idle(ThreadPool& pool) = 0;
 
-  KvStore make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const;
+  // A KV cache of n_blocks blocks for every layer; with_mtp adds the MTP layer's rows as
+  // one more layer (the last), so that they are sized, shared and handed off with the rest.
+  KvStore make_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype, bool with_mtp = false) const;
 
   // DeepSeek's multi-token-prediction layer (0 when the file has none), which drafts the
   // token after next from a position's final hidden state and the next token.
@@ -79,13 +81,14 @@ class Model {
   virtual const float* hidden_states() const = 0;
   // The MTP layer over a step: token i at its position goes with hidden row i (the hidden
   // state of the position before, the main model's or this layer's own output), its KV in
-  // kv (make_mtp_kv_store, the step's block tables). Writes logits as forward() does and,
-  // when hidden_out is given, the layer's output per token [tokens, n_embd]. Throws
-  // moe::Error without an MTP layer. In an expert-parallel group it runs on this rank alone,
-  // the layer's routed experts too: it takes no part in the group's steps.
+  // kv's last layer (make_kv_store with_mtp, the step's block tables). Writes logits as
+  // forward() does and, when hidden_out is given, the layer's output per token
+  // [tokens, n_embd]. Throws moe::Error without an MTP layer or its KV. In an
+  // expert-parallel group the layer's routed experts are spread like the others': every
+  // rank calls it the same number of times after each group step, with no tokens if it has
+  // none.
   virtual void forward_mtp(const Step& step, const float* hidden, KvStore& kv, float* logits, float* hidden_out,
                            ThreadPool& pool) = 0;
-  KvStore make_mtp_kv_store(int64_t block_size, int64_t n_blocks, KvDtype dtype) const;
   // Weight bytes read per decoded token (attention, dense and shared FFNs, n_used routed
   // experts per MoE layer, the output head): the numerator of the decode roofline.
   uint64_t active_bytes_per_token() const { return active_bytes_; }

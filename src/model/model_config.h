@@ -53,6 +53,13 @@ struct ModelConfig {
   int32_t eos_id = -1;
 
   bool is_moe_layer(int64_t layer) const { return layer >= n_dense_lead; }
+  // The layers whose routed experts an expert-parallel group spreads: the decoder's MoE
+  // layers, then the MTP layer's (ExpertMap layer n, for layer n of them in this order).
+  int64_t n_moe_layers() const {
+    int64_t n = 0;
+    for (int64_t l = 0; l < n_layer + n_nextn; ++l) n += is_moe_layer(l) ? 1 : 0;
+    return n;
+  }
   // Floats per position and layer in the KV cache.
   int64_t kv_row_floats() const;
   // How such a row is stored in `dtype`: its segments are MLA's latent and rope key, or each

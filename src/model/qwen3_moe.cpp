@@ -71,7 +71,7 @@ class Qwen3Moe final : public Transformer {
         for (int64_t head = 0; head < c.n_head_kv; ++head) rms_norm(k + head * hd, g.k_norm, k + head * hd, hd, c.rms_eps);
         apply_rope(q, c.n_head, hd, rope().cos_sin(t), c.rope.n_rot, c.rope_style);
         apply_rope(k, c.n_head_kv, hd, rope().cos_sin(t), c.rope.n_rot, c.rope_style);
-        kv.write_row(kv_layer(l), *s.block_table, s.pos0 + i, k);
+        kv.write_row(l, *s.block_table, s.pos0 + i, k);
       }
     }
 

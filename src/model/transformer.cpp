@@ -57,10 +57,8 @@ void Transformer::finish_load(const TensorTable& t) {
     FfnLayerWeights f;
     f.norm = t.require(layer_tensor(l, "ffn_norm.weight"), {c.n_embd});
     f.norm.f32();
-    // The MTP layer's experts are not among the MoE layers an expert-parallel group spreads.
-    const bool decoder_moe = c.is_moe_layer(l) && l < c.n_layer;
-    moe_index_.push_back(decoder_moe ? n_moe++ : -1);
-    if (decoder_moe) moe_layers_.push_back(l);
+    moe_index_.push_back(c.is_moe_layer(l) ? n_moe++ : -1);
+    if (c.is_moe_layer(l)) moe_layers_.push_back(l);
     if (!c.is_moe_layer(l)) {
       f.dense = load_ffn(t, l, "", c.n_embd, c.n_ff_dense);
     } else {
@@ -166,8 +164,6 @@ void Transformer::ffn_block(int64_t layer, int64_t n_tokens, float* x, ThreadPoo
   float* h = h_.data();
   for (int64_t t = 0; t < n_tokens; ++t) rms_norm(x + t * n_embd, f.norm.f32(), h + t * n_embd, n_embd, c.rms_eps);
 
-  // The MTP layer's experts are not spread over an expert-parallel group: each rank runs
-  // them itself (moe_index_ -1).
   if (ep_ && moe_index_[size_t(layer)] >= 0) {
     expert_parallel_moe(layer, n_tokens, h, pool);
     for (int64_t i = 0; i < n_tokens * n_embd; ++i) x[i] += ffn_out_[size_t(i)];
@@ -256,7 +252,7 @@ void Transformer::attend_slices(int64_t layer, const Step& step, const Attention
   int64_t t = 0;
   for (const SeqSlice& s : step.seqs) {
     if (s.n_tokens <= 0) continue;
-    const KvView view = kv.view(kv_layer(layer), *s.block_table, block_ptrs_.data() + at);
+    const KvView view = kv.view(layer, *s.block_table, block_ptrs_.data() + at);
     at += s.block_table->size();
     attention_seqs_.push_back({q + t * q_ld, q_ld, s.n_tokens, s.pos0, view, out + t * out_ld, out_ld});
     t += s.n_tokens;
@@ -312,7 +308,8 @@ void Transformer::forward(const Step& step, KvStore& kv, float* logits, ThreadPo
   h_.resize(size_t(n_tokens * n_embd));
   ffn_out_.resize(size_t(n_tokens * n_embd));
   embed(token_embd_, step.tokens, x_.data());
-  last_step_bytes_ = active_bytes_ - uint64_t(moe_layers_.size()) * uint64_t(c.gating.n_used) * expert_bytes_;
+  const auto decoder_moe_layers = std::count_if(moe_layers_.begin(), moe_layers_.end(), [&](int64_t l) { return l < c.n_layer; });
+  last_step_bytes_ = active_bytes_ - uint64_t(decoder_moe_layers) * uint64_t(c.gating.n_used) * expert_bytes_;
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     float* h = h_.data();
@@ -335,9 +332,15 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KvStore& kv
                               ThreadPool& pool) {
   const ModelConfig& c = config_;
   if (c.n_nextn <= 0) fail("{}: the model has no MTP layer (nextn_predict_layers)", file_->path());
+  if (kv.n_layers() <= c.n_layer) fail("forward_mtp: the KV cache has no rows for the MTP layer (make_kv_store with_mtp)");
   const int64_t n_tokens = int64_t(step.tokens.size());
   const int64_t n_embd = c.n_embd;
-  if (n_tokens == 0) return;
+  const int64_t l = c.n_layer;
+  if (n_tokens == 0) {
+    // The group's exchange for the layer's experts, with none of this rank's tokens.
+    if (ep_ && moe_index_[size_t(l)] >= 0) expert_parallel_moe(l, 0, nullptr, pool);
+    return;
+  }
   set_positions(step, kv);
   x_.resize(size_t(n_tokens * n_embd));
   h_.resize(size_t(n_tokens * n_embd));
@@ -351,7 +354,6 @@ void Transformer::forward_mtp(const Step& step, const float* hidden, KvStore& kv
     rms_norm(hidden + t * n_embd, mtp_.hnorm.f32(), in + n_embd, n_embd, c.rms_eps);
   }
   projector_.run(mtp_.eh_proj, mtp_in_.data(), 2 * n_embd, x_.data(), n_embd, n_tokens, pool);
-  const int64_t l = c.n_layer;
   for (int64_t t = 0; t < n_tokens; ++t) {
     rms_norm(x_.data() + t * n_embd, attn_norm_[size_t(l)].f32(), h_.data() + t * n_embd, n_embd, c.rms_eps);
   }

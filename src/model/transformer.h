@@ -70,9 +70,6 @@ class Transformer : public Model {
   void attend_slices(int64_t layer, const Step& step, const AttentionShape& shape, const float* q, int64_t q_ld,
                      float* out, int64_t out_ld, KvStore& kv, ThreadPool& pool);
 
-  // The layer of the KV store a layer's rows are in: the MTP layer has a store of its own.
-  int64_t kv_layer(int64_t layer) const { return layer < config_.n_layer ? layer : layer - config_.n_layer; }
-
   const RopeTable& rope() const { return rope_; }
   const std::vector<int32_t>& positions() const { return positions_; }
   Projector& projector() { return projector_; }

@@ -159,7 +159,9 @@ asio::awaitable<void> OpenAiServer::generate(http::Exchange& ex, Api api, Reques
     p.gen.params.remote_decode = p.gen.params.max_tokens > 1;
     p.meta.kv_transfer = [this, prompt = p.prompt](const RequestOutput& out) -> Json {
       if (!out.kv || out.tokens.empty()) return nullptr;
-      Json handoff = disagg::to_json(agent_->handoff(out.kv->table, out.id, prompt, out.tokens.back().token));
+      disagg::Handoff h = agent_->handoff(out.kv->table, out.id, prompt, out.tokens.back().token);
+      h.draft_token_ids = out.kv->draft_tokens;
+      Json handoff = disagg::to_json(h);
       // For a router's prefill-time model: how much of the prompt P did not compute.
       handoff["prompt_cached_tokens"] = out.n_cached_tokens;
       return handoff;
@@ -209,7 +211,8 @@ asio::awaitable<void> OpenAiServer::generate_decode_leg(http::Exchange& ex, std:
   std::optional<ApiError> error;
   std::optional<int64_t> id;
   try {
-    id = engine_.submit_remote(prompt, h.first_token_id, gen.params, [mailbox](RequestOutput&& out) { mailbox->push({0, std::move(out)}); });
+    id = engine_.submit_remote(prompt, h.first_token_id, h.draft_token_ids, gen.params,
+                               [mailbox](RequestOutput&& out) { mailbox->push({0, std::move(out)}); });
     if (!id) {
       error = queue_full(fmt::format("the server is at capacity: {} requests are already waiting; retry later", engine_.config().max_waiting));
     }

@@ -4,6 +4,7 @@
 // text, what one unified engine gives: greedy and seeded, batched, with prefix-cache hits
 // on the decode side, when the load fails and the decode side recomputes, and across a
 // stop string that spans the hand-off. Leases free their blocks on release or expiry.
+// Drafting with the MTP layer, the layer's KV and first drafts cross with the hand-off.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -29,9 +30,11 @@ struct Fixture {
     path = testing::write_model(spec, "pd_engine_tiny_q8_0");
     model = Model::load(path);
     tok.emplace(load_tokenizer(path));
+    spec.n_nextn = 1;
+    with_mtp = Model::load(testing::write_model(spec, "pd_engine_tiny_q8_0_mtp"));
   }
   std::string path;
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Model> model, with_mtp;
   std::optional<Tokenizer> tok;
 };
 
@@ -130,7 +133,7 @@ Disaggregated disaggregated(EngineCore& p, EngineCore& d, const std::vector<std:
     EXPECT_EQ(r.tokens.size(), 1u);
     EXPECT_EQ(r.last().finish, FinishKind::kLength);
     handed[int64_t(i)] = *r.last().kv;
-    d.add_remote(int64_t(i), prompts[i], r.tokens[0], params[i], dc.sink());
+    d.add_remote(int64_t(i), prompts[i], r.tokens[0], params[i], dc.sink(), Clock::now(), r.last().kv->draft_tokens);
   }
   // The first step admits them and announces the blocks to fill.
   run(d);
@@ -226,6 +229,102 @@ TEST(PdEngine, BlocksOfAnotherKvDtypeAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dtype f32 there, bf16 here"), std::string::npos) << e.what();
   }
+}
+
+SpeculativeConfig mtp(int32_t k) {
+  SpeculativeConfig c;
+  c.method = SpeculativeConfig::Method::kMtp;
+  c.num_speculative_tokens = k;
+  return c;
+}
+
+// Every non-empty proposal the engine's drafter makes: (request, tokens it continues, drafts).
+struct RecordingDrafter : DraftSource {
+  RecordingDrafter(std::unique_ptr<DraftSource> inner, std::vector<std::tuple<int64_t, size_t, std::vector<int32_t>>>& log)
+      : inner(std::move(inner)), log(log) {}
+  std::vector<int32_t> propose(int64_t id, const std::vector<int32_t>& tokens, int32_t max_k) override {
+    std::vector<int32_t> d = inner->propose(id, tokens, max_k);
+    if (!d.empty()) log.emplace_back(id, tokens.size(), d);
+    return d;
+  }
+  std::unique_ptr<DraftSource> inner;
+  std::vector<std::tuple<int64_t, size_t, std::vector<int32_t>>>& log;
+};
+
+using DraftLog = std::vector<std::tuple<int64_t, size_t, std::vector<int32_t>>>;
+
+void record_drafts(EngineCore& core, DraftLog& log) {
+  core.wrap_drafter([&log](std::unique_ptr<DraftSource> inner) { return std::make_unique<RecordingDrafter>(std::move(inner), log); });
+}
+
+// The drafts depend on every MTP row of the prompt: the decode side proposes exactly what
+// a unified engine does, from its very first step (the drafts P made after the first
+// token), only if the rows and the drafts crossed with the hand-off.
+TEST(PdEngine, MtpDraftsOnTheDecodeSideEqualUnified) {
+  ThreadPool pool(2);
+  Model& m = *fx().with_mtp;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<GenerateParams> params;
+  for (int i = 0; i < 5; ++i) {
+    prompts.push_back(prompt_of(9 + 37 * i, 900 + uint32_t(i)));
+    params.push_back(greedy(12));
+  }
+  for (int32_t k : {1, 3}) {
+    EngineConfig c = config(512);
+    c.speculative = mtp(k);
+    DraftLog want, got;
+    EngineCore u(m, *fx().tok, c, pool);
+    record_drafts(u, want);
+    Collector uc;
+    for (size_t i = 0; i < prompts.size(); ++i) u.add(int64_t(i), prompts[i], params[i], uc.sink());
+    run(u);
+    EngineCore p(m, *fx().tok, c, pool);
+    EngineCore d(m, *fx().tok, c, pool);
+    record_drafts(d, got);
+    const Disaggregated pd = disaggregated(p, d, prompts, params);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(pd.joined[i].tokens, uc.results.at(int64_t(i)).tokens) << "k " << k;
+    const auto by_request = [](DraftLog log) {
+      std::stable_sort(log.begin(), log.end(), [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+      return log;
+    };
+    EXPECT_EQ(by_request(got), by_request(want)) << "k " << k;
+    // Each request's first decode step verified P's drafts.
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_TRUE(std::count_if(got.begin(), got.end(), [&](const auto& e) {
+        return std::get<0>(e) == int64_t(i) && std::get<1>(e) == prompts[i].size() + 1;
+      }) == 1) << "request " << i << ", k " << k;
+    }
+    EXPECT_EQ(p.blocks().n_used(), 0);
+    EXPECT_EQ(d.blocks().n_used(), 0);
+  }
+}
+
+// A decode side that drafts with the MTP layer needs the layer's rows: a pool without them
+// is refused, saying what to do; a pool with them hands off to a decode side without the
+// layer (its own layers are copied), with the same output.
+TEST(PdEngine, TheMtpLayersRowsGoWhereTheyAreKept) {
+  ThreadPool pool(2);
+  Model& m = *fx().with_mtp;
+  EngineConfig with = config(64), without = config(64);
+  with.speculative = mtp(1);
+  EngineCore pw(m, *fx().tok, with, pool), po(m, *fx().tok, without, pool);
+  try {
+    (void)disagg::kv_block_reads(disagg::kv_geometry(po.kv()), {0}, disagg::kv_geometry(pw.kv()), {0}, 0, 1);
+    FAIL() << "reads without the MTP layer's rows were planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MTP layer rows for 0 layers there, 1 here"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--speculative-config"), std::string::npos) << e.what();
+  }
+  std::vector<std::vector<int32_t>> prompts{prompt_of(40, 5), prompt_of(70, 6)};
+  std::vector<GenerateParams> params{greedy(8), greedy(8)};
+  EngineCore u(m, *fx().tok, without, pool);
+  Collector uc;
+  for (size_t i = 0; i < prompts.size(); ++i) u.add(int64_t(i), prompts[i], params[i], uc.sink());
+  run(u);
+  const Disaggregated pd = disaggregated(pw, po, prompts, params);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(pd.joined[i].tokens, uc.results.at(int64_t(i)).tokens);
+  EXPECT_EQ(pw.blocks().n_used(), 0);
+  EXPECT_EQ(po.blocks().n_used(), 0);
 }
 
 TEST(PdEngine, SeededSamplingContinuesTheSameRandomStream) {

@@ -42,16 +42,31 @@ std::string model(uint64_t seed) {
   return path;
 }
 
-// A serve process with the tiny model and a small KV cache (on a free port unless the extra
+// The tiny model with an MTP layer.
+std::string mtp_model() {
+  const std::string path = dir() + "/tiny-mtp.gguf";
+  if (!std::filesystem::exists(path)) {
+    const testing::CliResult r = testing::run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --nextn-layers 1 --out " + path);
+    if (r.status != 0) throw std::runtime_error(r.out);
+  }
+  return path;
+}
+
+// A serve process with a model file and a small KV cache (on a free port unless the extra
 // flags give one); extra flags after.
-std::unique_ptr<ServeProcess> serve(const std::string& name, std::vector<std::string> extra, uint64_t seed = 42) {
-  std::vector<std::string> args{"--model", model(seed), "--served-model-name", "tiny", "--kv-cache-memory", "0.05",
+std::unique_ptr<ServeProcess> serve_file(const std::string& name, const std::string& file, std::vector<std::string> extra) {
+  std::vector<std::string> args{"--model", file, "--served-model-name", "tiny", "--kv-cache-memory", "0.05",
                                 "--chat-template", std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"};
   if (std::find(extra.begin(), extra.end(), "--port") == extra.end()) extra.insert(extra.end(), {"--port", "0"});
   args.insert(args.end(), extra.begin(), extra.end());
   auto p = std::make_unique<ServeProcess>(args, dir() + "/" + name + ".log");
   if (p->url().empty()) throw std::runtime_error(name + " never became ready:\n" + p->log());
   return p;
+}
+
+// The same with the tiny model of this seed.
+std::unique_ptr<ServeProcess> serve(const std::string& name, std::vector<std::string> extra, uint64_t seed = 42) {
+  return serve_file(name, model(seed), std::move(extra));
 }
 
 json completion(const std::string& prompt, int max_tokens) {
@@ -225,6 +240,58 @@ TEST(PdServeSpeculative, ADecodeInstanceThatSpeculatesGivesTheUnifiedAnswer) {
   EXPECT_GT(metric(testing::get(d->url(), "/metrics").body, "spec_decode_num_accepted_tokens_total"), 0);
   expect_pools_empty(*p, "prefill");
   expect_pools_empty(*d, "decode");
+}
+
+constexpr const char* kMtp = R"({"method": "mtp", "num_speculative_tokens": 2})";
+
+int64_t drafted(const json& usage) {
+  if (!usage.contains("completion_tokens_details")) return 0;
+  const json& d = usage["completion_tokens_details"];
+  return d["accepted_prediction_tokens"].get<int64_t>() + d["rejected_prediction_tokens"].get<int64_t>();
+}
+
+// With the MTP layer the prefill instance keeps the layer's KV and drafts after the first
+// token, and both cross in the hand-off: the decode instance drafts from its first step on,
+// as the unified instance does, and answers as it does. A decode instance without the layer
+// takes the same hand-off; one with it refuses a prefill instance that kept no MTP rows.
+TEST(PdServeSpeculative, MtpDecodeInstancesDraftFromTheHandOff) {
+  const std::string file = mtp_model();
+  auto u = serve_file("mtp-unified", file, {"--speculative-config", kMtp});
+  auto p = serve_file("mtp-prefill", file, {"--role", "prefill", "--kv-transport", "tcp", "--speculative-config", kMtp});
+  auto d = serve_file("mtp-decode", file, {"--role", "decode", "--kv-transport", "tcp", "--speculative-config", kMtp});
+  auto d_plain = serve_file("mtp-decode-plain", file, {"--role", "decode", "--kv-transport", "tcp"});
+  auto p_plain = serve_file("mtp-prefill-plain", file, {"--role", "prefill", "--kv-transport", "tcp"});
+  for (const json& body : speculative_bodies()) {
+    const Reply want = testing::post_json(u->url(), path_of(body), body);
+    ASSERT_EQ(want.status, 200) << want.body;
+    for (ServeProcess* dd : {d.get(), d_plain.get()}) {
+      json to_p = body;
+      to_p["kv_transfer_params"] = {{"do_remote_decode", true}};
+      const Reply pr = testing::post_json(p->url(), path_of(body), to_p);
+      ASSERT_EQ(pr.status, 200) << pr.body;
+      const json params = pr.json()["kv_transfer_params"];
+      ASSERT_TRUE(params.contains("draft_token_ids")) << params.dump();
+      EXPECT_EQ(params["draft_token_ids"].size(), 2u);
+      json to_d = body;
+      to_d["kv_transfer_params"] = params;
+      const Reply dr = testing::post_json(dd->url(), path_of(body), to_d);
+      ASSERT_EQ(dr.status, 200) << dr.body << "\n" << dd->log();
+      EXPECT_EQ(text_of(pr.json()) + text_of(dr.json()), text_of(want.json())) << body.dump();
+      EXPECT_EQ(dr.json()["usage"]["completion_tokens"], want.json()["usage"]["completion_tokens"]);
+      // The unified instance verified drafts after its first token too; the decode
+      // instance, P's: the same number of steps and drafts.
+      if (dd == d.get() && want.json()["choices"][0]["finish_reason"] == "length") {
+        EXPECT_EQ(drafted(dr.json()["usage"]), drafted(want.json()["usage"])) << body.dump();
+      }
+    }
+  }
+  const Legs refused = hand_off(*p_plain, *d, "/v1/completions", completion(long_prompt(30, 4), 6));
+  ASSERT_EQ(refused.prefill.status, 200) << refused.prefill.body;
+  EXPECT_FALSE(refused.prefill.json()["kv_transfer_params"].contains("draft_token_ids"));
+  EXPECT_EQ(refused.decode.status, 502) << refused.decode.body;
+  EXPECT_NE(refused.decode.body.find("MTP layer rows for 0 layers there, 1 here"), std::string::npos) << refused.decode.body;
+  for (ServeProcess* s : {p.get(), p_plain.get()}) expect_pools_empty(*s, "prefill");
+  for (ServeProcess* s : {d.get(), d_plain.get()}) expect_pools_empty(*s, "decode");
 }
 
 TEST(PdServeRoles, EachRoleRefusesWhatItDoesNotTake) {

@@ -64,7 +64,7 @@ TEST(MtpLayer, AFileWithOneLoadsAndDecodesAsWithout) {
   ThreadPool pool(2);
   const std::vector<int32_t> prompt = prompt_of(30, 3);
   EXPECT_EQ(greedy_tokens(*f.mtp, prompt, 20, pool), greedy_tokens(*f.plain, prompt, 20, pool));
-  EXPECT_THROW(f.plain->make_mtp_kv_store(16, 4, kKvDtypeAuto), Error);
+  EXPECT_THROW(f.plain->make_kv_store(16, 4, kKvDtypeAuto, /*with_mtp=*/true), Error);
 
   // A step reads the weights once, each MoE layer's experts as many as its tokens chose:
   // one token's worth for one token, more for several (but never the MTP layer's).
@@ -83,12 +83,12 @@ TEST(MtpLayer, AFileWithOneLoadsAndDecodesAsWithout) {
 }
 
 // The layer by hand: the main model over the whole sequence for its hidden states, then the
-// MTP layer over positions 0..p (each with the next token) in a store of its own, and its
-// own output chained k - 1 times: the drafts after position p.
+// MTP layer over positions 0..p (each with the next token), and its own output chained
+// k - 1 times: the drafts after position p.
 std::vector<int32_t> reference_drafts(Model& m, const std::vector<int32_t>& seq, int64_t p, int k, ThreadPool& pool) {
   const int64_t n_embd = m.config().n_embd, n_vocab = m.config().n_vocab;
   const std::vector<int32_t> table{0, 1, 2, 3, 4, 5, 6, 7};
-  KvStore kv = m.make_kv_store(16, 8, kKvDtypeAuto);
+  KvStore kv = m.make_kv_store(16, 8, kKvDtypeAuto, /*with_mtp=*/true);
   Step main;
   main.tokens.assign(seq.begin(), seq.begin() + p + 1);
   main.seqs.push_back(SeqSlice{&table, 0, p + 1, LogitRows::kLast});
@@ -96,12 +96,11 @@ std::vector<int32_t> reference_drafts(Model& m, const std::vector<int32_t>& seq,
   std::vector<float> logits(static_cast<size_t>(n_vocab), 0.0f);
   m.forward(main, kv, logits.data(), pool);
   std::vector<float> hidden(m.hidden_states(), m.hidden_states() + (p + 1) * n_embd);
-  KvStore mkv = m.make_mtp_kv_store(16, 8, kKvDtypeAuto);
   Step step;
   step.tokens.assign(seq.begin() + 1, seq.begin() + p + 2);
   step.seqs.push_back(SeqSlice{&table, 0, p + 1, LogitRows::kLast});
   std::vector<float> out(size_t((p + 1) * n_embd));
-  m.forward_mtp(step, hidden.data(), mkv, logits.data(), out.data(), pool);
+  m.forward_mtp(step, hidden.data(), kv, logits.data(), out.data(), pool);
   std::vector<int32_t> d{argmax(logits.data(), n_vocab)};
   std::vector<float> h(out.end() - n_embd, out.end());
   while (int(d.size()) < k) {
@@ -109,7 +108,7 @@ std::vector<int32_t> reference_drafts(Model& m, const std::vector<int32_t>& seq,
     one.tokens = {d.back()};
     one.seqs.push_back(SeqSlice{&table, p + int64_t(d.size()), 1, LogitRows::kLast});
     std::vector<float> next(static_cast<size_t>(n_embd), 0.0f);
-    m.forward_mtp(one, h.data(), mkv, logits.data(), next.data(), pool);
+    m.forward_mtp(one, h.data(), kv, logits.data(), next.data(), pool);
     d.push_back(argmax(logits.data(), n_vocab));
     h = next;
   }
@@ -126,8 +125,8 @@ TEST(MtpDrafter, ProposalsEqualTheLayerRunByHand) {
     sc.max_num_batched_tokens = 24;  // the 40-token prompt comes in two chunks
     sc.max_num_seqs = 2;
     Scheduler sch(sc, bm);
-    MtpDrafter drafter(m, k, 16, 64, kKvDtypeAuto);
-    KvStore kv = m.make_kv_store(16, 64, kKvDtypeAuto);
+    KvStore kv = m.make_kv_store(16, 64 + MtpDrafter::scratch_blocks(k, 16, 2), kKvDtypeAuto, /*with_mtp=*/true);
+    MtpDrafter drafter(m, kv, k, 64, 2);
     const std::vector<int32_t> prompt = prompt_of(40, 17);
     ASSERT_TRUE(sch.add(Request{.id = 7, .prompt = prompt, .max_tokens = 12}));
     int checked = 0;
@@ -145,8 +144,8 @@ TEST(MtpDrafter, ProposalsEqualTheLayerRunByHand) {
       for (const ScheduledSeq& s : plan.seqs) {
         if (s.produces_logits) emitted.push_back({argmax(logits.data(), m.config().n_vocab)});
       }
-      sch.on_step_done(plan, emitted);
       drafter.after_step(plan, emitted, m.hidden_states(), [&](int64_t id) { return sch.running_tokens(id); }, pool);
+      sch.on_step_done(plan, emitted);
       const std::vector<int32_t>* tokens = sch.running_tokens(7);
       if (tokens && tokens->size() > prompt.size()) {
         const std::vector<int32_t> got = drafter.propose(7, *tokens, k);

@@ -302,6 +302,17 @@ instances:
   EXPECT_FALSE(t.remote(solo));
 }
 
+// Drafting with the MTP layer on decode instances needs the layer's KV from the prefill
+// instances: method mtp in the defaults reaches every entry, prefill ones included.
+TEST(LaunchTopology, MtpInTheDefaultsReachesThePrefillInstances) {
+  const Topology t = parse_topology(
+      "model: m.gguf\ndefaults:\n  speculative_config: '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'\n"
+      "instances:\n  - {name: p, role: prefill}\n  - {name: d, role: decode}\n",
+      "t.yaml");
+  ASSERT_EQ(t.instances.size(), 2u);
+  for (const InstanceSpec& s : t.instances) EXPECT_EQ(s.speculative_config, R"({"method": "mtp", "num_speculative_tokens": 1})") << s.name;
+}
+
 TEST(LaunchTopology, ErrorsNameFileLineAndField) {
   const std::string base = "model: m.gguf\ninstances:\n";
   struct Case {
@@ -333,7 +344,10 @@ TEST(LaunchTopology, ErrorsNameFileLineAndField) {
       {base + "  - {name: u, role: both, speculative_config: '{\"method\": \"eagle\", \"num_speculative_tokens\": 1}'}\n",
        "t.yaml:3:47: instances[0].speculative_config: speculative config: method must be \"ngram\" or \"mtp\", got \"eagle\""},
       {base + "  - {name: p, role: prefill, speculative_config: '{\"method\": \"ngram\", \"num_speculative_tokens\": 1}'}\n  - {name: d, role: decode}\n",
-       "instances[0].speculative_config: a prefill instance makes one token per request: only decode and both instances speculate"},
+       "instances[0].speculative_config: a prefill instance makes one token per request: it takes only method mtp"},
+      {base + "  - {name: p, role: prefill}\n  - {name: d, role: decode, speculative_config: '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'}\n",
+       "t.yaml:3:3: instances: decode instance d-0 drafts with the MTP layer, so it pulls that layer's KV too, and prefill instance p-0 "
+       "does not keep it"},
       {base + "  - {name: u, role: both, args: --foo}\n", "instances[0].args: must be a list"},
       {base + "  - {name: u, role: both, threads: [1]}\n", "instances[0].threads: must be an integer"},
       {base + "  - {name: 'a b', role: both}\n", "instances[0].name: 'a b' must start with a letter or digit"},

@@ -170,9 +170,30 @@ void expect_group_answers_like_one_process(const std::string& model, int ranks) 
   expect_clean_stop(group, ranks);
 }
 
+// The MoE layers in the group's expert trace, and the routed pairs of the last one, once the
+// trace has some (it is synced every few steps).
+std::pair<int64_t, double> traced_last_layer(int base) {
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  std::pair<int64_t, double> out{0, 0.0};
+  while (std::chrono::steady_clock::now() < end) {
+    const NpyArray a = parse_npy(testing::get(url(base), "/admin/expert-trace").body, "expert trace");
+    if (a.shape.size() != 3) return out;
+    out.first = a.shape[1];
+    out.second = 0;
+    const size_t experts = size_t(a.shape[2]), layers = size_t(a.shape[1]);
+    for (size_t s = 0; s < size_t(a.shape[0]); ++s) {
+      for (size_t e = 0; e < experts; ++e) out.second += a.data[(s * layers + layers - 1) * experts + e];
+    }
+    if (out.second > 0) return out;
+    std::this_thread::sleep_for(20ms);
+  }
+  return out;
+}
+
 // Under speculative decoding the ranks verify their drafts in the group's steps, the
-// experts of the drafted tokens computed across ranks like any others (the MTP layer's own
-// experts run on each rank alone): the answers are a single process's without drafts.
+// experts of the drafted tokens computed across ranks like any others, and so are the MTP
+// layer's own (one more MoE layer in the group's map and trace): the answers are a single
+// process's without drafts.
 TEST(EpServe, RanksThatSpeculateAnswerLikeOneProcessWithoutDrafts) {
   struct Case {
     std::string model, config, counter;
@@ -183,6 +204,7 @@ TEST(EpServe, RanksThatSpeculateAnswerLikeOneProcessWithoutDrafts) {
       // A random MTP layer's drafts are hardly ever right: that they were verified is what counts.
       {model_file("deepseek2", "--nextn-layers 1", "deepseek2-mtp"), R"({"method": "mtp", "num_speculative_tokens": 2})",
        "spec_decode_num_draft_tokens_total"}};
+  int64_t decoder_moe_layers = 0;
   for (const Case& c : cases) {
     const std::vector<std::string> want = reference(c.model);
     const int base = testing::free_port_run(2);
@@ -194,6 +216,13 @@ TEST(EpServe, RanksThatSpeculateAnswerLikeOneProcessWithoutDrafts) {
     for (int r = 0; r < 2; ++r) {
       const std::string page = testing::get(url(base + r), "/metrics").body;
       EXPECT_GT(testing::metric(page, c.counter), 0) << c.config << " rank " << r << "\n" << page;
+    }
+    const auto [layers, last_layer_pairs] = traced_last_layer(base);
+    if (c.config.find("mtp") == std::string::npos) {
+      decoder_moe_layers = layers;
+    } else {
+      EXPECT_EQ(layers, decoder_moe_layers + 1);
+      EXPECT_GT(last_layer_pairs, 0) << "the MTP layer's experts were not run across the group";
     }
     expect_clean_stop(group, 2);
   }

@@ -164,6 +164,7 @@ EngineCore::EngineCore(Model& model, const Tokenizer& tokenizer, EngineConfig co
           [&] {
             SchedulerConfig c = config.scheduler;
             c.num_speculative_tokens = config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0;
+            c.adaptive_drafts = config.speculative.adaptive;
             return c;
           }(),
           blocks_) {

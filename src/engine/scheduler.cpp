@@ -204,6 +204,8 @@ void Scheduler::schedule_drafts(StepPlan& plan, int64_t& budget) {
     const int64_t left = s.req.max_tokens - s.n_generated - 1;
     int64_t k = std::min<int64_t>({config_.num_speculative_tokens, left, budget});
     if (k <= 0) continue;
+    if (config_.adaptive_drafts) k = s.draft_length.choose(int32_t(k));
+    if (k <= 0) continue;
     std::vector<int32_t> d = drafts_->propose(p.id, s.tokens, int32_t(k));
     k = std::min<int64_t>(k, int64_t(d.size()));
     while (k > 0 && !blocks_.append(p.id, k)) --k;
@@ -340,6 +342,7 @@ std::vector<int64_t> Scheduler::on_step_done(const StepPlan& plan,
     const int64_t bs = blocks_.block_size();
     const bool crosses_block = (p.pos0 + n_valid) / bs > p.pos0 / bs;
     s.n_computed += n_valid;
+    if (!e.empty()) s.draft_length.observe(p.n_draft, int32_t(e.size() - 1));
     if (n_valid < p.n_tokens) blocks_.truncate(p.id, s.n_computed);
     if (!p.produces_logits) {
       if (crosses_block) commit_written(s);

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "engine/block_manager.h"
+#include "engine/draft_length.h"
 
 namespace moe {
 
@@ -59,6 +60,9 @@ struct SchedulerConfig {
   enum class Policy { kFcfs, kPriority } policy = Policy::kFcfs;
   // Drafted tokens a decoding request may verify per step (see the header comment).
   int32_t num_speculative_tokens = 0;
+  // Each request's draft length follows its acceptance (engine/draft_length.h), up to
+  // num_speculative_tokens; false: always num_speculative_tokens where they fit.
+  bool adaptive_drafts = true;
 };
 
 // Proposes the tokens that may follow a running request's tokens (prompt and output so far),
@@ -190,6 +194,7 @@ class Scheduler {
     int64_t n_generated = 0;
     int64_t n_preempted = 0;
     bool awaiting_kv = false;  // admitted remote-KV request, blocks not filled yet
+    DraftLength draft_length;
   };
 
   const Seq& get(int64_t id) const;

@@ -32,8 +32,9 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   const nlohmann::json o = nlohmann::json::parse(text, nullptr, false);
   if (o.is_discarded() || !o.is_object()) fail("speculative config: not a JSON object: {}", text);
   for (const auto& [key, value] : o.items()) {
-    if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_max" && key != "prompt_lookup_min")
-      fail("speculative config: unknown field '{}' (known: method, num_speculative_tokens, prompt_lookup_max, prompt_lookup_min)", key);
+    if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_max" && key != "prompt_lookup_min" &&
+        key != "adaptive")
+      fail("speculative config: unknown field '{}' (known: method, num_speculative_tokens, prompt_lookup_max, prompt_lookup_min, adaptive)", key);
   }
   SpeculativeConfig c;
   const auto m = o.find("method");
@@ -52,6 +53,10 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   c.prompt_lookup_min = int_field(o, "prompt_lookup_min", 1, 64, std::min(c.prompt_lookup_min, c.prompt_lookup_max));
   if (c.prompt_lookup_min > c.prompt_lookup_max)
     fail("speculative config: prompt_lookup_min ({}) exceeds prompt_lookup_max ({})", c.prompt_lookup_min, c.prompt_lookup_max);
+  if (const auto a = o.find("adaptive"); a != o.end()) {
+    if (!a->is_boolean()) fail("speculative config: adaptive must be true or false");
+    c.adaptive = a->get<bool>();
+  }
   return c;
 }
 
@@ -61,6 +66,7 @@ std::string speculative_config_json(const SpeculativeConfig& c) {
     o["prompt_lookup_max"] = c.prompt_lookup_max;
     o["prompt_lookup_min"] = c.prompt_lookup_min;
   }
+  if (!c.adaptive) o["adaptive"] = false;
   return o.dump();
 }
 

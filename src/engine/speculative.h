@@ -19,6 +19,9 @@ struct SpeculativeConfig {
   // ngram: the longest and shortest suffix of the tokens so far looked up in them.
   int32_t prompt_lookup_max = 5;
   int32_t prompt_lookup_min = 2;
+  // Each request drafts as many tokens as its acceptance makes worth it (0 up to
+  // num_speculative_tokens: engine/draft_length.h); false: always num_speculative_tokens.
+  bool adaptive = true;
   bool enabled() const { return method != Method::kNone && num_speculative_tokens > 0; }
 };
 
@@ -28,7 +31,8 @@ inline bool speculative_uses_mtp(const SpeculativeConfig& c) { return c.enabled(
 const char* speculative_method_name(SpeculativeConfig::Method m);  // "none", "ngram", "mtp"
 
 // A JSON object {"method": "ngram"|"mtp", "num_speculative_tokens": N, "prompt_lookup_max":
-// M, "prompt_lookup_min": m}; "deepseek_mtp" is taken for "mtp", as vLLM does. Throws
+// M, "prompt_lookup_min": m, "adaptive": true|false}; "deepseek_mtp" is taken for "mtp", as
+// vLLM does ("adaptive" is moengine's own). Throws
 // moe::Error naming the field for an unknown key, a wrong type or a value out of range.
 SpeculativeConfig parse_speculative_config(std::string_view json);
 // The config as that JSON object (the inverse of parse_speculative_config).

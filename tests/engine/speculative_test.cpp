@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine_core.h"
 #include "engine/single_sequence.h"
+#include "engine/draft_length.h"
 #include "engine/speculative.h"
 #include "test_models.h"
 #include "test_requests.h"
@@ -74,6 +75,11 @@ TEST(SpeculativeConfig, ParsesVllmsSpellingAndNamesTheBadField) {
             "speculative config: prompt_lookup_min (5) exceeds prompt_lookup_max (3)");
   EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "draft_model": "x"})").find("unknown field 'draft_model'"),
             std::string::npos);
+  EXPECT_TRUE(c.adaptive);
+  const SpeculativeConfig fixed = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2, "adaptive": false})");
+  EXPECT_FALSE(fixed.adaptive);
+  EXPECT_FALSE(parse_speculative_config(speculative_config_json(fixed)).adaptive);
+  EXPECT_EQ(error_of(R"({"method": "ngram", "num_speculative_tokens": 2, "adaptive": 1})"), "speculative config: adaptive must be true or false");
 }
 
 // Proposes the same k tokens for every request.
@@ -92,6 +98,7 @@ TEST(SchedulerDrafts, DraftsFollowTheDecodesWithinBudgetAndRejectedPositionsGoBa
   cfg.max_num_batched_tokens = 8;
   cfg.max_num_seqs = 4;
   cfg.num_speculative_tokens = 3;
+  cfg.adaptive_drafts = false;  // the mechanics, at a fixed length
   Scheduler sch(cfg, bm);
   FixedDrafts drafts;
   drafts.draft = {7, 8, 9};
@@ -454,7 +461,58 @@ TEST_P(EndToEnd, AlwaysRightAndAlwaysWrongDraftersChangeNothingButTheSteps) {
     }
     // Always right: the first token from the prompt, then 4 per step (3 drafts + 1).
     if (right) EXPECT_EQ(m.spec_decode_num_drafts, jobs.size() * 5);
+    if (right) continue;
+    // Always wrong: 3 drafts, then 1, then none but a probe of 1 every 16 steps (19 decode
+    // steps here); drafting every step, 3 a step.
+    for (size_t i = 0; i < jobs.size(); ++i) EXPECT_LE(spec.at(int64_t(i)).last.n_draft_tokens, 3 + 1 + 1) << i;
+    auto fixed_drafter = std::make_unique<ScriptedDrafter>();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      fixed_drafter->prompt[int64_t(i)] = jobs[i].prompt;
+      fixed_drafter->truth[int64_t(i)] = plain.at(int64_t(i)).tokens;
+    }
+    fixed_drafter->right = [](int64_t) { return false; };
+    SpeculativeConfig fixed = ngram(3);
+    fixed.adaptive = false;
+    const auto every_step = run_jobs(f(), jobs, config(256, 64, 8, fixed), std::move(fixed_drafter), &m);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      EXPECT_EQ(every_step.at(int64_t(i)).tokens, plain.at(int64_t(i)).tokens) << i;
+      // 3 a step, but the last three steps' drafts shrink to what max_tokens leaves: 2, 1, 0.
+      EXPECT_EQ(every_step.at(int64_t(i)).last.n_draft_tokens, 16 * 3 + 2 + 1) << i;
+    }
   }
+}
+
+// The draft length follows the acceptance: all drafts right, the most; none right, none
+// (but a probe of one every kProbeEvery steps); about half right, fewer than the most.
+TEST(DraftLength, FollowsTheAcceptance) {
+  DraftLength right;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(right.choose(3), 3);
+    right.observe(3, 3);
+  }
+  DraftLength wrong;
+  EXPECT_EQ(wrong.choose(3), 3);  // nothing known yet: the prior says drafts are right
+  wrong.observe(3, 0);
+  EXPECT_EQ(wrong.choose(3), 1);
+  wrong.observe(1, 0);
+  int drafted = 0;
+  for (int i = 0; i < 10 * DraftLength::kProbeEvery; ++i) {
+    const int32_t k = wrong.choose(3);
+    EXPECT_LE(k, 1);
+    drafted += k;
+    wrong.observe(k, 0);
+  }
+  EXPECT_EQ(drafted, 10);
+  DraftLength half;
+  for (int i = 0; i < 40; ++i) {
+    const int32_t k = half.choose(3);
+    half.observe(k, i % 2 ? k : 0);
+  }
+  EXPECT_NEAR(half.acceptance(), 0.5, 0.2);
+  const int32_t k = half.choose(3);
+  EXPECT_GE(k, 0);
+  EXPECT_LT(k, 3);
+  EXPECT_EQ(DraftLength().choose(0), 0);
 }
 
 TEST_P(EndToEnd, PreemptedRequestsWithDraftsResumeWithTheSameOutput) {

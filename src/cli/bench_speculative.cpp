@@ -9,48 +9,63 @@
 namespace moe::cli {
 namespace {
 
-// Proposes the known continuation, each token replaced by a wrong one with probability
-// 1 - acceptance; a token's fate is drawn once, so a re-proposed position keeps it.
-// The drafter it wraps still runs (an MTP layer's cost is paid) but is not listened to.
+// Proposes each request's known continuation, each token replaced by a wrong one with
+// probability 1 - acceptance; a token's fate is drawn once, so a re-proposed position keeps
+// it. The drafter it wraps still runs (an MTP layer's cost is paid) but is not listened to.
 class KnownAcceptanceDrafter : public DraftSource {
  public:
-  KnownAcceptanceDrafter(std::unique_ptr<DraftSource> inner, std::vector<int32_t> prompt, std::vector<int32_t> truth, double acceptance,
-                         int64_t n_vocab)
-      : inner_(std::move(inner)), n_prompt_(prompt.size()), truth_(std::move(truth)), n_vocab_(n_vocab) {
+  KnownAcceptanceDrafter(std::unique_ptr<DraftSource> inner, const std::vector<std::vector<int32_t>>& prompts,
+                         std::vector<std::vector<int32_t>> truths, double acceptance, int64_t n_vocab)
+      : inner_(std::move(inner)), n_vocab_(n_vocab) {
     std::mt19937_64 rng(20261207);
     std::bernoulli_distribution right(acceptance);
-    for (size_t i = 0; i < truth_.size(); ++i) right_.push_back(right(rng));
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      Known k{prompts[r].size(), std::move(truths[r]), {}};
+      for (size_t i = 0; i < k.truth.size(); ++i) k.right.push_back(right(rng));
+      known_.push_back(std::move(k));
+    }
   }
   std::vector<int32_t> propose(int64_t id, const std::vector<int32_t>& tokens, int32_t max_k) override {
     if (inner_) (void)inner_->propose(id, tokens, max_k);
+    const Known& k = known_.at(size_t(id));
     std::vector<int32_t> d;
-    for (size_t i = tokens.size() - n_prompt_; i < truth_.size() && int32_t(d.size()) < max_k; ++i) {
-      d.push_back(right_[i] ? truth_[i] : int32_t((truth_[i] + 1) % n_vocab_));
+    for (size_t i = tokens.size() - k.n_prompt; i < k.truth.size() && int32_t(d.size()) < max_k; ++i) {
+      d.push_back(k.right[i] ? k.truth[i] : int32_t((k.truth[i] + 1) % n_vocab_));
     }
     return d;
   }
 
  private:
+  struct Known {
+    size_t n_prompt;
+    std::vector<int32_t> truth;
+    std::vector<bool> right;
+  };
   std::unique_ptr<DraftSource> inner_;
-  size_t n_prompt_;
-  std::vector<int32_t> truth_;
-  std::vector<bool> right_;
+  std::vector<Known> known_;  // by request id
   int64_t n_vocab_;
 };
 
 struct Decoded {
   SpecDecodeRun run;
-  std::vector<int32_t> tokens;
+  std::vector<std::vector<int32_t>> tokens;  // per request
 };
 
-// known: the continuation to draft from, and the acceptance (none: the config's drafter).
+// The requests decoded together; known: their continuations to draft from, and the
+// acceptance (none: the config's drafter). The prompts are prefilled in one step; the
+// decode steps after it are timed, and counted per request (tokens_per_step is a request's).
 Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
-               const std::optional<std::pair<std::vector<int32_t>, double>>& known, const std::vector<int32_t>& prompt, int tg,
-               ThreadPool& pool) {
-  EngineCore core(model, tok, one_request_config(int64_t(prompt.size()), tg + 1, kv_dtype, spec), pool);
+               const std::optional<std::pair<std::vector<std::vector<int32_t>>, double>>& known,
+               const std::vector<std::vector<int32_t>>& prompts, int tg, ThreadPool& pool) {
+  const int64_t n = int64_t(prompts.size());
+  EngineConfig config = one_request_config(int64_t(prompts[0].size()), tg + 1, kv_dtype, spec);
+  config.n_blocks *= int32_t(n);
+  config.scheduler.max_num_seqs = int32_t(n);
+  config.scheduler.max_num_batched_tokens *= n;
+  EngineCore core(model, tok, config, pool);
   if (known) {
     core.wrap_drafter([&](std::unique_ptr<DraftSource> inner) {
-      return std::make_unique<KnownAcceptanceDrafter>(std::move(inner), prompt, known->first, known->second, model.config().n_vocab);
+      return std::make_unique<KnownAcceptanceDrafter>(std::move(inner), prompts, known->first, known->second, model.config().n_vocab);
     });
   }
   GenerateParams p;
@@ -58,24 +73,31 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
   p.max_tokens = tg + 1;
   p.ignore_eos = true;
   Decoded d;
-  std::optional<std::chrono::steady_clock::time_point> first;
-  core.add(0, prompt, p, [&](RequestOutput&& out) {
-    if (!first && !out.tokens.empty()) first = std::chrono::steady_clock::now();
-    else if (!out.tokens.empty()) ++d.run.steps;
-    for (const TokenOutput& t : out.tokens) d.tokens.push_back(t.token);
-    if (out.finished) {
-      if (out.finish == FinishKind::kError) fail("bench model: {}", out.error);
-      d.run.drafted = out.n_draft_tokens;
-      d.run.accepted = out.n_accepted_tokens;
-    }
-  });
-  while (core.has_work()) {
-    const bool decoding = first.has_value();
-    core.step();
-    if (decoding) d.run.weight_bytes += double(model.last_step_weight_bytes());
+  d.tokens.resize(prompts.size());
+  int64_t started = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    core.add(r, prompts[size_t(r)], p, [&, r](RequestOutput&& out) {
+      if (!out.tokens.empty()) ++(d.tokens[size_t(r)].empty() ? started : d.run.steps);
+      for (const TokenOutput& t : out.tokens) d.tokens[size_t(r)].push_back(t.token);
+      if (out.finished) {
+        if (out.finish == FinishKind::kError) fail("bench model: {}", out.error);
+        d.run.drafted += out.n_draft_tokens;
+        d.run.accepted += out.n_accepted_tokens;
+      }
+    });
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *first).count();
-  d.run.tokens = int64_t(d.tokens.size()) - 1;
+  while (started < n && core.has_work()) core.step();
+  int64_t before = 0;
+  for (const auto& t : d.tokens) before += int64_t(t.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  while (core.has_work()) {
+    core.step();
+    d.run.weight_bytes += double(model.last_step_weight_bytes());
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t after = 0;
+  for (const auto& t : d.tokens) after += int64_t(t.size());
+  d.run.tokens = after - before;
   d.run.tokens_per_s = double(d.run.tokens) / s;
   return d;
 }
@@ -83,12 +105,13 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
 }  // namespace
 
 SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
-                                         std::optional<double> draft_acceptance, const std::vector<int32_t>& prompt, int tg,
-                                         ThreadPool& pool) {
-  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompt, tg, pool);
-  std::optional<std::pair<std::vector<int32_t>, double>> known;
+                                         std::optional<double> draft_acceptance, const std::vector<std::vector<int32_t>>& prompts,
+                                         int tg, ThreadPool& pool) {
+  if (prompts.empty()) fail("bench model: no prompt to decode");
+  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompts, tg, pool);
+  std::optional<std::pair<std::vector<std::vector<int32_t>>, double>> known;
   if (draft_acceptance) known.emplace(plain.tokens, *draft_acceptance);
-  const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompt, tg, pool);
+  const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompts, tg, pool);
   if (speculative.tokens != plain.tokens) {
     fail("bench model: speculative decoding changed the greedy output (a bug: please report it with the command)");
   }

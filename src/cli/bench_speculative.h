@@ -1,6 +1,6 @@
 #pragma once
-// bench model's speculative decoding run: one request through the serving engine, decoded
-// without drafts and then with them, timed after its first token.
+// bench model's speculative decoding run: requests decoded together by the serving engine,
+// without drafts and then with them, timed over the decode steps after every first token.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,8 +18,8 @@ namespace moe::cli {
 
 struct SpecDecodeRun {
   double tokens_per_s = 0;  // decode tokens/s after the first token
-  int64_t tokens = 0;       // decoded after the first token
-  int64_t steps = 0;        // engine steps that decoded them
+  int64_t tokens = 0;       // decoded after the first token, all requests
+  int64_t steps = 0;        // each request's steps that decoded them, summed
   int64_t drafted = 0, accepted = 0;
   double weight_bytes = 0;  // read by those steps (Model::last_step_weight_bytes)
   double weight_bytes_per_token() const { return tokens > 0 ? weight_bytes / double(tokens) : 0.0; }
@@ -30,13 +30,13 @@ struct SpecDecodeBench {
   SpecDecodeRun plain, speculative;
 };
 
-// The prompt's greedy continuation of tg tokens, decoded by the engine without drafts and
-// then with spec's. With draft_acceptance A the drafter's proposals are replaced by the
+// The prompts' greedy continuations of tg tokens, decoded together (one request per prompt,
+// all prompts of one length) by the engine without drafts and then with spec's. With draft_acceptance A the drafter's proposals are replaced by the
 // continuation found without drafts, each drafted token right with probability A (a fixed
 // seed); the drafter still runs, so an MTP layer's cost is paid. The two runs' tokens must
 // be equal (else moe::Error).
 SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
-                                         std::optional<double> draft_acceptance, const std::vector<int32_t>& prompt, int tg,
-                                         ThreadPool& pool);
+                                         std::optional<double> draft_acceptance, const std::vector<std::vector<int32_t>>& prompts,
+                                         int tg, ThreadPool& pool);
 
 }  // namespace moe::cli

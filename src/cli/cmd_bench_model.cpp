@@ -43,6 +43,7 @@ struct BenchModelArgs {
   KvDtype kv_dtype = kKvDtypeAuto;
   SpeculativeConfig speculative;
   std::optional<double> draft_acceptance;
+  int speculative_streams = 1;  // requests decoded together by the speculative run
   bool json = false;
 };
 
@@ -174,6 +175,7 @@ void run(const BenchModelArgs& a) {
     if (d < 1) fail("--context depths must be at least 1, got {}", d);
   }
   if (a.draft_acceptance && !a.speculative.enabled()) fail("--draft-acceptance needs --speculative-config (for num_speculative_tokens)");
+  if (a.speculative_streams < 1) fail("--speculative-streams must be at least 1, got {}", a.speculative_streams);
   auto model = load_model_with_progress(a.model);
   const ModelConfig& c = model->config();
   ThreadPool pool(a.threads);
@@ -255,8 +257,14 @@ void run(const BenchModelArgs& a) {
   if (a.speculative.enabled()) {
     if (!model->file().has("tokenizer.ggml.tokens")) fail("{}: --speculative-config runs the serving engine, which needs the file's tokenizer", a.model.path);
     const Tokenizer tok(tokenizer_spec_from_gguf(model->file()));
-    ProgressBar spec_bar(fmt::format("bench speculative decode tg{}", a.tg));
-    spec = bench_speculative_decode(*model, tok, a.kv_dtype, a.speculative, a.draft_acceptance, prompt, a.tg, pool);
+    ProgressBar spec_bar(fmt::format("bench speculative decode tg{} x{} streams", a.tg, a.speculative_streams));
+    std::vector<std::vector<int32_t>> prompts{prompt};
+    while (int(prompts.size()) < a.speculative_streams) {
+      std::vector<int32_t> p(prompt.size());
+      for (int32_t& t : p) t = token(rng);
+      prompts.push_back(std::move(p));
+    }
+    spec = bench_speculative_decode(*model, tok, a.kv_dtype, a.speculative, a.draft_acceptance, prompts, a.tg, pool);
     spec_bar.done();
   }
   auto spec_json = [&](const SpecDecodeRun& r) {
@@ -326,6 +334,7 @@ void run(const BenchModelArgs& a) {
     if (spec) {
       j["speculative"] = {{"config", nlohmann::json::parse(speculative_config_json(a.speculative))},
                           {"draft_acceptance", a.draft_acceptance ? nlohmann::ordered_json(*a.draft_acceptance) : nullptr},
+                          {"streams", a.speculative_streams},
                           {"without_drafts", spec_json(spec->plain)},
                           {"with_drafts", spec_json(spec->speculative)},
                           {"speedup", spec->speculative.tokens_per_s / spec->plain.tokens_per_s}};
@@ -398,6 +407,9 @@ void register_bench_model(CLI::App& bench) {
   cmd->add_option("--tg", args->tg, "Tokens per decode run")->capture_default_str();
   cmd->add_option("--reps,-r", args->reps, "Repetitions")->capture_default_str();
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
+  cmd->add_option("--speculative-streams", args->speculative_streams,
+                  "Requests the --speculative-config run decodes together (each its own random prompt of --pp tokens)")
+      ->capture_default_str();
   cmd->add_option("--batch", args->batch, "Decode batch sizes to measure, comma-separated (e.g. 1,4,16,32)")->delimiter(',');
   cmd->add_option("--batch-context", args->batch_context, "Prompt tokens per sequence before batched decode")->capture_default_str();
   cmd->add_option("--context", args->context, "Context depths to decode at, comma-separated (e.g. 4096,16384,32768)")->delimiter(',');

@@ -34,8 +34,10 @@ inline std::string moengine_bin() {
   return b ? b : "moengine";
 }
 
+// Bounded: a command that should have failed at once but serves instead (a missed
+// refusal) ends after 10 minutes with status 124, rather than holding the suite.
 inline CliResult run_moengine(const std::string& args, bool with_stderr = true) {
-  return run_command(moengine_bin() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+  return run_command("timeout --kill-after=10 600 " + moengine_bin() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 // A folder of its own for one test binary's files.

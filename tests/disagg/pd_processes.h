@@ -14,10 +14,12 @@
 namespace moe::testing {
 
 // DIR/tiny.gguf, generated on first use.
-inline std::string tiny_model(const std::string& dir) {
-  const std::string path = dir + "/tiny.gguf";
+// The tiny deepseek2 file (with_mtp: with an MTP layer), made once in dir.
+inline std::string tiny_model(const std::string& dir, bool with_mtp = false) {
+  const std::string path = dir + (with_mtp ? "/tiny-mtp.gguf" : "/tiny.gguf");
   if (!std::filesystem::exists(path)) {
-    const CliResult r = run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + path);
+    const CliResult r = run_moengine("gen-model --arch deepseek2 --preset tiny --type q8_0 --out " + path +
+                                     (with_mtp ? " --nextn-layers 1" : ""));
     if (r.status != 0) throw std::runtime_error(r.out);
   }
   return path;

@@ -32,8 +32,8 @@ std::unique_ptr<ServeProcess> start(const std::string& command, const std::strin
   return testing::start_ready(dir(), command, name, args);
 }
 
-std::vector<std::string> serve_args(std::vector<std::string> extra) {
-  std::vector<std::string> a{"--model", model(), "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.1",
+std::vector<std::string> serve_args(std::vector<std::string> extra, const std::string& file = model()) {
+  std::vector<std::string> a{"--model", file, "--port", "0", "--served-model-name", "tiny", "--kv-cache-memory", "0.1",
                              "--chat-template", std::string(MOE_SERVER_TEST_DIR) + "/synthetic_chat_template.jinja"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
@@ -152,6 +152,30 @@ TEST(PdProxySpeculative, ASpeculatingDecodeInstanceAnswersAsUnifiedAndTheLogHasI
   EXPECT_EQ(lines, int64_t(bodies.size()));
   EXPECT_GT(accepted, 0);
   EXPECT_EQ(testing::metric(testing::get(decode->url(), "/metrics").body, "spec_decode_num_accepted_tokens_total"), accepted);
+  expect_pools_empty(*prefill, "prefill");
+  expect_pools_empty(*decode, "decode");
+}
+
+// Drafting with the MTP layer behind the proxy: the hand-off P answers (with the layer's
+// first drafts) reaches D as it is, and D drafts exactly what a unified instance does.
+TEST(PdProxySpeculative, MtpOnBothSidesDraftsAsUnifiedThroughTheProxy) {
+  const std::string file = testing::tiny_model(dir(), /*with_mtp=*/true);
+  const std::string mtp = R"({"method": "mtp", "num_speculative_tokens": 2})";
+  auto unified = start("serve", "mtp-unified", serve_args({"--speculative-config", mtp}, file));
+  auto prefill = start("serve", "mtp-prefill", serve_args({"--role", "prefill", "--kv-transport", "tcp", "--speculative-config", mtp}, file));
+  auto decode = start("serve", "mtp-decode", serve_args({"--role", "decode", "--kv-transport", "tcp", "--speculative-config", mtp}, file));
+  auto proxy = start("proxy", "mtp-proxy", {"--port", "0", "--prefill", prefill->url(), "--decode", decode->url()});
+  for (bool stream : {false, true}) {
+    for (const json& body : {completion("The experts of the mixture", 24, stream), completion(words(150, 3), 20, stream),
+                             chat("Route this token to its experts", 20, stream)}) {
+      const Answer want = testing::ask(unified->url(), path_of(body), body);
+      ASSERT_EQ(want.status, 200) << want.error;
+      testing::expect_same_answer(want, testing::ask(proxy->url(), path_of(body), body), body.dump());
+    }
+  }
+  const auto drafted = [](ServeProcess& s) { return testing::metric(testing::get(s.url(), "/metrics").body, "spec_decode_num_draft_tokens_total"); };
+  EXPECT_GT(drafted(*decode), 0);
+  EXPECT_EQ(drafted(*decode), drafted(*unified));
   expect_pools_empty(*prefill, "prefill");
   expect_pools_empty(*decode, "decode");
 }

@@ -365,8 +365,9 @@ void run(const BenchModelArgs& a) {
       std::printf("| tg%-4d %-17s | %7.2f | %.2f tokens per step, %lld of %lld drafts accepted | %.3f GB of weights per token |\n", a.tg, name,
                   r.tokens_per_s, r.tokens_per_step(), (long long)r.accepted, (long long)r.drafted, r.weight_bytes_per_token() / 1e9);
     }
-    std::printf("speculative decoding %s%s: %.2fx the engine's decode speed without drafts\n", speculative_config_json(a.speculative).c_str(),
+    std::printf("speculative decoding %s%s%s: %.2fx the engine's decode speed without drafts\n", speculative_config_json(a.speculative).c_str(),
                 a.draft_acceptance ? fmt::format(", drafts right with probability {}", *a.draft_acceptance).c_str() : "",
+                a.speculative_streams > 1 ? fmt::format(", {} requests decoded together", a.speculative_streams).c_str() : "",
                 spec->speculative.tokens_per_s / spec->plain.tokens_per_s);
   }
   std::printf("prefill: %.1f GFLOP/s (2 x %.3fB active parameters per token)\n", gflops,

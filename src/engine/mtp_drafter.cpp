@@ -23,9 +23,8 @@ MtpDrafter::MtpDrafter(Model& model, KvStore& kv, int32_t num_speculative_tokens
       max_seqs_(max_seqs),
       scratch_per_seq_(scratch_per_seq(num_speculative_tokens, int32_t(kv.block_size()))) {
   if (kv.n_layers() <= model.config().n_layer) fail("the MTP drafter needs a KV cache with the MTP layer's rows");
-  if (kv.n_blocks() < int64_t(n_blocks) + scratch_blocks(k_, int32_t(kv.block_size()), max_seqs)) {
-    fail("the MTP drafter needs {} scratch blocks past the engine's {}", scratch_blocks(k_, int32_t(kv.block_size()), max_seqs), n_blocks);
-  }
+  const int32_t scratch = scratch_per_seq_ * max_seqs;
+  if (kv.n_blocks() < int64_t(n_blocks) + scratch) fail("the MTP drafter needs {} scratch blocks past the engine's {}", scratch, n_blocks);
 }
 
 std::vector<int32_t> MtpDrafter::propose(int64_t id, const std::vector<int32_t>& tokens, int32_t max_k) {
@@ -97,10 +96,6 @@ void MtpDrafter::after_step(const StepPlan& plan, const std::vector<std::vector<
     if (e) wanted.push_back({s.id, step.seqs.size() - 1, s.pos0 + n_valid});
   }
   run(step, hidden_in_.data(), pool);
-  if (step.tokens.empty()) {
-    for (int32_t r = 1; r < k_; ++r) run(Step{}, nullptr, pool);
-    return;
-  }
 
   std::vector<int64_t> last_token(step.seqs.size());
   int64_t t = 0;

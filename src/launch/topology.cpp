@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <optional>
@@ -361,18 +362,19 @@ Topology parse_topology(const std::string& yaml_text, const std::string& file_na
   }
   if (n_prefill > 0 && n_decode == 0) top.fail("instances", "there are prefill instances but no decode instance to hand their requests to");
   if (n_decode > 0 && n_prefill == 0) top.fail("instances", "there are decode instances but no prefill instance to feed them");
+  // Each spec was checked when read; the first decode instance drafting with the MTP layer
+  // and the first prefill instance not keeping its KV, if both exist, cannot be paired.
   const auto uses_mtp = [](const InstanceSpec& s) {
     return !s.speculative_config.empty() && speculative_uses_mtp(parse_speculative_config(s.speculative_config));
   };
-  for (const InstanceSpec& d : t.instances) {
-    if (d.role != InstanceRole::kDecode || !uses_mtp(d)) continue;
-    for (const InstanceSpec& p : t.instances) {
-      if (p.role == InstanceRole::kPrefill && !uses_mtp(p)) {
-        top.fail("instances", fmt::format("decode instance {} drafts with the MTP layer, so it pulls that layer's KV too, and "
-                                          "prefill instance {} does not keep it: give it speculative_config with method mtp "
-                                          "(or put that in defaults)", d.name, p.name));
-      }
-    }
+  const auto first_of = [&](InstanceRole role, bool mtp) {
+    return std::find_if(t.instances.begin(), t.instances.end(), [&](const InstanceSpec& s) { return s.role == role && uses_mtp(s) == mtp; });
+  };
+  if (const auto d = first_of(InstanceRole::kDecode, true), p = first_of(InstanceRole::kPrefill, false);
+      d != t.instances.end() && p != t.instances.end()) {
+    top.fail("instances", fmt::format("decode instance {} drafts with the MTP layer, so it pulls that layer's KV too, and "
+                                      "prefill instance {} does not keep it: give it speculative_config with method mtp "
+                                      "(or put that in defaults)", d->name, p->name));
   }
   const MapReader timeouts(file_name, top.get("timeouts"), "timeouts", {"ready_s", "stop_s"});
   t.ready_timeout_s = timeouts.number("ready_s", t.ready_timeout_s, 0.0);

@@ -1,5 +1,6 @@
 #include "cli/bench_speculative.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -51,14 +52,18 @@ struct Decoded {
   std::vector<std::vector<int32_t>> tokens;  // per request
 };
 
-// The requests decoded together; known: their continuations to draft from, and the
-// acceptance (none: the config's drafter). The prompts are prefilled in one step; the
-// decode steps after it are timed, and counted per request (tokens_per_step is a request's).
+// The requests decoded together, n_tokens each; known: their continuations to draft from,
+// and the acceptance (none: the config's drafter). The prompts are prefilled in one step.
+// The decode steps after it are timed until the first request has tg tokens after its
+// first, and counted per request (tokens_per_step is a request's): with drafts requests
+// advance unevenly, and the steps after the first one ends would run a thinner batch than
+// a server that admits the next request meanwhile. The rest is decoded untimed, so the
+// outputs can be compared whole.
 Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
                const std::optional<std::pair<std::vector<std::vector<int32_t>>, double>>& known,
-               const std::vector<std::vector<int32_t>>& prompts, int tg, ThreadPool& pool) {
+               const std::vector<std::vector<int32_t>>& prompts, int tg, int64_t n_tokens, ThreadPool& pool) {
   const int64_t n = int64_t(prompts.size());
-  EngineConfig config = one_request_config(int64_t(prompts[0].size()), tg + 1, kv_dtype, spec);
+  EngineConfig config = one_request_config(int64_t(prompts[0].size()), n_tokens, kv_dtype, spec);
   config.n_blocks *= int32_t(n);
   config.scheduler.max_num_seqs = int32_t(n);
   config.scheduler.max_num_batched_tokens *= n;
@@ -70,14 +75,18 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
   }
   GenerateParams p;
   p.sampling.temperature = 0.0f;
-  p.max_tokens = tg + 1;
+  p.max_tokens = n_tokens;
   p.ignore_eos = true;
   Decoded d;
   d.tokens.resize(prompts.size());
   int64_t started = 0;
+  bool timing = false;
   for (int64_t r = 0; r < n; ++r) {
     core.add(r, prompts[size_t(r)], p, [&, r](RequestOutput&& out) {
-      if (!out.tokens.empty()) ++(d.tokens[size_t(r)].empty() ? started : d.run.steps);
+      if (!out.tokens.empty()) {
+        if (d.tokens[size_t(r)].empty()) ++started;
+        else if (timing) ++d.run.steps;
+      }
       for (const TokenOutput& t : out.tokens) d.tokens[size_t(r)].push_back(t.token);
       if (out.finished) {
         if (out.finish == FinishKind::kError) fail("bench model: {}", out.error);
@@ -86,19 +95,24 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
       }
     });
   }
+  const auto decoded = [&] {
+    int64_t total = 0, most = 0;
+    for (const auto& t : d.tokens) total += int64_t(t.size()), most = std::max(most, int64_t(t.size()));
+    return std::pair{total, most};
+  };
   while (started < n && core.has_work()) core.step();
-  int64_t before = 0;
-  for (const auto& t : d.tokens) before += int64_t(t.size());
+  const int64_t before = decoded().first;
+  timing = true;
   const auto t0 = std::chrono::steady_clock::now();
-  while (core.has_work()) {
+  while (core.has_work() && decoded().second < tg + 1) {
     core.step();
     d.run.weight_bytes += double(model.last_step_weight_bytes());
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  int64_t after = 0;
-  for (const auto& t : d.tokens) after += int64_t(t.size());
-  d.run.tokens = after - before;
+  timing = false;
+  d.run.tokens = decoded().first - before;
   d.run.tokens_per_s = double(d.run.tokens) / s;
+  while (core.has_work()) core.step();
   return d;
 }
 
@@ -108,10 +122,12 @@ SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvD
                                          std::optional<double> draft_acceptance, const std::vector<std::vector<int32_t>>& prompts,
                                          int tg, ThreadPool& pool) {
   if (prompts.empty()) fail("bench model: no prompt to decode");
-  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompts, tg, pool);
+  // Up to k tokens past tg, so that no request ends inside the timed steps.
+  const int64_t n_tokens = tg + 1 + spec.num_speculative_tokens;
+  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompts, tg, n_tokens, pool);
   std::optional<std::pair<std::vector<std::vector<int32_t>>, double>> known;
   if (draft_acceptance) known.emplace(plain.tokens, *draft_acceptance);
-  const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompts, tg, pool);
+  const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompts, tg, n_tokens, pool);
   if (speculative.tokens != plain.tokens) {
     fail("bench model: speculative decoding changed the greedy output (a bug: please report it with the command)");
   }

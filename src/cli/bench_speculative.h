@@ -1,6 +1,7 @@
 #pragma once
 // bench model's speculative decoding run: requests decoded together by the serving engine,
-// without drafts and then with them, timed over the decode steps after every first token.
+// without drafts and then with them, timed over the decode steps after every first token
+// while every request still decodes.
 #include <cstdint>
 #include <optional>
 #include <vector>

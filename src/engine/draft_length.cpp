@@ -2,15 +2,15 @@
 
 namespace moe {
 
-int32_t DraftLength::choose(int32_t max_k) {
+int32_t DraftLength::choose(int32_t max_k, int64_t n_seqs) {
   if (max_k <= 0) return 0;
-  const double a = acceptance();
+  const double a = acceptance(), c = cost(n_seqs);
   int32_t best = 0;
   double best_rate = 1.0, tokens = 1.0, a_pow = 1.0;
   for (int32_t k = 1; k <= max_k; ++k) {
     a_pow *= a;
     tokens += a_pow;
-    const double rate = tokens / (1.0 + cost_ * double(k));
+    const double rate = tokens / (1.0 + c * double(k));
     if (rate > best_rate) best = k, best_rate = rate;
   }
   if (best > 0) return best;

@@ -197,6 +197,7 @@ void Scheduler::schedule_decodes(StepPlan& plan, int64_t& budget) {
 
 void Scheduler::schedule_drafts(StepPlan& plan, int64_t& budget) {
   if (!drafts_ || config_.num_speculative_tokens <= 0) return;
+  const int64_t n_decoding = int64_t(plan.seqs.size());  // decodes only: prefills come after
   for (ScheduledSeq& p : plan.seqs) {
     if (budget <= 0) return;
     Seq& s = seqs_.at(p.id);
@@ -204,7 +205,7 @@ void Scheduler::schedule_drafts(StepPlan& plan, int64_t& budget) {
     const int64_t left = s.req.max_tokens - s.n_generated - 1;
     int64_t k = std::min<int64_t>({config_.num_speculative_tokens, left, budget});
     if (k <= 0) continue;
-    if (config_.adaptive_drafts) k = s.draft_length.choose(int32_t(k));
+    if (config_.adaptive_drafts) k = s.draft_length.choose(int32_t(k), n_decoding);
     if (k <= 0) continue;
     std::vector<int32_t> d = drafts_->propose(p.id, s.tokens, int32_t(k));
     k = std::min<int64_t>(k, int64_t(d.size()));

@@ -118,6 +118,14 @@ Decoded decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const Specu
 
 }  // namespace
 
+std::vector<std::vector<int32_t>> echoed_prompts(Model& model, const Tokenizer& tok, KvDtype kv_dtype,
+                                                 const std::vector<std::vector<int32_t>>& prompts, int n, ThreadPool& pool) {
+  const Decoded continued = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompts, n - 1, n, pool);
+  std::vector<std::vector<int32_t>> out = prompts;
+  for (size_t r = 0; r < out.size(); ++r) out[r].insert(out[r].end(), continued.tokens[r].begin(), continued.tokens[r].end());
+  return out;
+}
+
 SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
                                          std::optional<double> draft_acceptance, const std::vector<std::vector<int32_t>>& prompts,
                                          int tg, ThreadPool& pool) {

@@ -36,6 +36,10 @@ struct SpecDecodeBench {
 // continuation found without drafts, each drafted token right with probability A (a fixed
 // seed); the drafter still runs, so an MTP layer's cost is paid. The two runs' tokens must
 // be equal (else moe::Error).
+// Each prompt followed by its greedy continuation of n tokens (decoded together, untimed).
+std::vector<std::vector<int32_t>> echoed_prompts(Model& model, const Tokenizer& tok, KvDtype kv_dtype,
+                                                 const std::vector<std::vector<int32_t>>& prompts, int n, ThreadPool& pool);
+
 SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
                                          std::optional<double> draft_acceptance, const std::vector<std::vector<int32_t>>& prompts,
                                          int tg, ThreadPool& pool);

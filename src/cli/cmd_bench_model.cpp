@@ -44,6 +44,7 @@ struct BenchModelArgs {
   SpeculativeConfig speculative;
   std::optional<double> draft_acceptance;
   int speculative_streams = 1;  // requests decoded together by the speculative run
+  int speculative_echo = 0;     // greedy continuation tokens appended to each of its prompts
   bool json = false;
 };
 
@@ -176,6 +177,8 @@ void run(const BenchModelArgs& a) {
   }
   if (a.draft_acceptance && !a.speculative.enabled()) fail("--draft-acceptance needs --speculative-config (for num_speculative_tokens)");
   if (a.speculative_streams < 1) fail("--speculative-streams must be at least 1, got {}", a.speculative_streams);
+  if (a.speculative_echo < 0) fail("--speculative-prompt-echo must be at least 0, got {}", a.speculative_echo);
+  if (a.speculative_echo > 0 && !a.speculative.enabled()) fail("--speculative-prompt-echo needs --speculative-config");
   auto model = load_model_with_progress(a.model);
   const ModelConfig& c = model->config();
   ThreadPool pool(a.threads);
@@ -264,6 +267,7 @@ void run(const BenchModelArgs& a) {
       for (int32_t& t : p) t = token(rng);
       prompts.push_back(std::move(p));
     }
+    if (a.speculative_echo > 0) prompts = echoed_prompts(*model, tok, a.kv_dtype, prompts, a.speculative_echo, pool);
     spec = bench_speculative_decode(*model, tok, a.kv_dtype, a.speculative, a.draft_acceptance, prompts, a.tg, pool);
     spec_bar.done();
   }
@@ -335,6 +339,7 @@ void run(const BenchModelArgs& a) {
       j["speculative"] = {{"config", nlohmann::json::parse(speculative_config_json(a.speculative))},
                           {"draft_acceptance", a.draft_acceptance ? nlohmann::ordered_json(*a.draft_acceptance) : nullptr},
                           {"streams", a.speculative_streams},
+                          {"prompt_tokens", a.pp + a.speculative_echo},
                           {"without_drafts", spec_json(spec->plain)},
                           {"with_drafts", spec_json(spec->speculative)},
                           {"speedup", spec->speculative.tokens_per_s / spec->plain.tokens_per_s}};
@@ -410,6 +415,11 @@ void register_bench_model(CLI::App& bench) {
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
   cmd->add_option("--speculative-streams", args->speculative_streams,
                   "Requests the --speculative-config run decodes together (each its own random prompt of --pp tokens)")
+      ->capture_default_str();
+  cmd->add_option("--speculative-prompt-echo", args->speculative_echo,
+                  "Append to each prompt of the --speculative-config run the model's own greedy continuation of N tokens: "
+                  "a prompt holding text the output goes on to repeat, the workload n-gram drafting is made for")
+      ->type_name("N")
       ->capture_default_str();
   cmd->add_option("--batch", args->batch, "Decode batch sizes to measure, comma-separated (e.g. 1,4,16,32)")->delimiter(',');
   cmd->add_option("--batch-context", args->batch_context, "Prompt tokens per sequence before batched decode")->capture_default_str();

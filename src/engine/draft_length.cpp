@@ -23,6 +23,7 @@ void DraftLength::observe(int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
   accepted_ = kDecay * accepted_ + double(accepted);
   rejected_ = kDecay * rejected_ + (accepted < drafted ? 1.0 : 0.0);
+  prior_ *= kDecay;
   steps_without_ = 0;
 }
 

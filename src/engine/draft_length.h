@@ -5,8 +5,9 @@
 // sequence reads and computes about 1 + cost * k times what a plain step does. With a
 // per-position acceptance a, such a step yields 1 + a + ... + a^k tokens; the length
 // chosen is the k in 0..max_k that gives the most tokens per unit of cost. a is estimated
-// from the request's recent drafts (decayed counts of accepted and of rejected positions,
-// half an accepted one as a prior, so that a few drafts outweigh it). When that says not to draft, one token is still drafted every
+// from the request's recent drafts: decayed counts of accepted and of rejected positions,
+// and a prior of one accepted that decays with them, so that the estimate is unbiased once
+// a few steps have verified drafts. When that says not to draft, one token is still drafted every
 // kProbeEvery steps, so a request whose text turns predictable is noticed.
 //
 // The cost grows with the sequences decoded together: alone, a drafted position mostly
@@ -21,7 +22,7 @@ namespace moe {
 class DraftLength {
  public:
   static constexpr int32_t kProbeEvery = 16;
-  static constexpr double kDecay = 0.8, kPrior = 0.5;
+  static constexpr double kDecay = 0.8;
 
   static constexpr double kCostAlone = 0.4, kCostBatched = 0.55;
 
@@ -36,10 +37,10 @@ class DraftLength {
   // A step verified `drafted` drafts of the request and accepted the first `accepted`.
   void observe(int32_t drafted, int32_t accepted);
   // The per-position acceptance the choice is based on.
-  double acceptance() const { return (accepted_ + kPrior) / (accepted_ + rejected_ + kPrior); }
+  double acceptance() const { return (accepted_ + prior_) / (accepted_ + rejected_ + prior_); }
 
  private:
-  double accepted_ = 0.0, rejected_ = 0.0;
+  double accepted_ = 0.0, rejected_ = 0.0, prior_ = 1.0;
   int32_t steps_without_ = 0;
 };
 

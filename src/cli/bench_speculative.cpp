@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <random>
 
 #include "core/error.h"
@@ -128,18 +129,27 @@ std::vector<std::vector<int32_t>> echoed_prompts(Model& model, const Tokenizer& 
 
 SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvDtype kv_dtype, const SpeculativeConfig& spec,
                                          std::optional<double> draft_acceptance, const std::vector<std::vector<int32_t>>& prompts,
-                                         int tg, ThreadPool& pool) {
+                                         int tg, int reps, ThreadPool& pool, const std::function<void(double)>& progress) {
   if (prompts.empty()) fail("bench model: no prompt to decode");
   // Up to k tokens past tg, so that no request ends inside the timed steps.
   const int64_t n_tokens = tg + 1 + spec.num_speculative_tokens;
-  const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompts, tg, n_tokens, pool);
   std::optional<std::pair<std::vector<std::vector<int32_t>>, double>> known;
-  if (draft_acceptance) known.emplace(plain.tokens, *draft_acceptance);
-  const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompts, tg, n_tokens, pool);
-  if (speculative.tokens != plain.tokens) {
-    fail("bench model: speculative decoding changed the greedy output (a bug: please report it with the command)");
+  std::vector<SpecDecodeBench> pairs;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompts, tg, n_tokens, pool);
+    if (draft_acceptance && !known) known.emplace(plain.tokens, *draft_acceptance);
+    const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompts, tg, n_tokens, pool);
+    if (speculative.tokens != plain.tokens) {
+      fail("bench model: speculative decoding changed the greedy output (a bug: please report it with the command)");
+    }
+    pairs.push_back({plain.run, speculative.run, speculative.run.tokens_per_s / plain.run.tokens_per_s, 0, 0});
+    if (progress) progress(double(r + 1) / double(std::max(reps, 1)));
   }
-  return {plain.run, speculative.run};
+  std::sort(pairs.begin(), pairs.end(), [](const auto& x, const auto& y) { return x.speedup < y.speedup; });
+  SpecDecodeBench median = pairs[pairs.size() / 2];
+  median.speedup_min = pairs.front().speedup;
+  median.speedup_max = pairs.back().speedup;
+  return median;
 }
 
 }  // namespace moe::cli

@@ -268,7 +268,8 @@ void run(const BenchModelArgs& a) {
       prompts.push_back(std::move(p));
     }
     if (a.speculative_echo > 0) prompts = echoed_prompts(*model, tok, a.kv_dtype, prompts, a.speculative_echo, pool);
-    spec = bench_speculative_decode(*model, tok, a.kv_dtype, a.speculative, a.draft_acceptance, prompts, a.tg, pool);
+    spec = bench_speculative_decode(*model, tok, a.kv_dtype, a.speculative, a.draft_acceptance, prompts, a.tg, a.reps, pool,
+                                    [&](double f) { spec_bar.update(f); });
     spec_bar.done();
   }
   auto spec_json = [&](const SpecDecodeRun& r) {
@@ -342,7 +343,9 @@ void run(const BenchModelArgs& a) {
                           {"prompt_tokens", a.pp + a.speculative_echo},
                           {"without_drafts", spec_json(spec->plain)},
                           {"with_drafts", spec_json(spec->speculative)},
-                          {"speedup", spec->speculative.tokens_per_s / spec->plain.tokens_per_s}};
+                          {"speedup", spec->speedup},
+                          {"speedup_range", {spec->speedup_min, spec->speedup_max}},
+                          {"pairs", a.reps}};
     }
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -370,10 +373,11 @@ void run(const BenchModelArgs& a) {
       std::printf("| tg%-4d %-17s | %7.2f | %.2f tokens per step, %lld of %lld drafts accepted | %.3f GB of weights per token |\n", a.tg, name,
                   r.tokens_per_s, r.tokens_per_step(), (long long)r.accepted, (long long)r.drafted, r.weight_bytes_per_token() / 1e9);
     }
-    std::printf("speculative decoding %s%s%s: %.2fx the engine's decode speed without drafts\n", speculative_config_json(a.speculative).c_str(),
+    std::printf("speculative decoding %s%s%s: %.2fx the engine's decode speed without drafts (%.2f-%.2fx over %d pairs of runs)\n",
+                speculative_config_json(a.speculative).c_str(),
                 a.draft_acceptance ? fmt::format(", drafts right with probability {}", *a.draft_acceptance).c_str() : "",
                 a.speculative_streams > 1 ? fmt::format(", {} requests decoded together", a.speculative_streams).c_str() : "",
-                spec->speculative.tokens_per_s / spec->plain.tokens_per_s);
+                spec->speedup, spec->speedup_min, spec->speedup_max, std::max(a.reps, 1));
   }
   std::printf("prefill: %.1f GFLOP/s (2 x %.3fB active parameters per token)\n", gflops,
               double(model->active_params_per_token()) / 1e9);

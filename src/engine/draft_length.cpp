@@ -1,5 +1,7 @@
 #include "engine/draft_length.h"
 
+#include <algorithm>
+
 namespace moe {
 
 int32_t DraftLength::choose(int32_t max_k, int64_t n_seqs) {
@@ -13,9 +15,11 @@ int32_t DraftLength::choose(int32_t max_k, int64_t n_seqs) {
     const double rate = tokens / (1.0 + c * double(k));
     if (rate > best_rate) best = k, best_rate = rate;
   }
+  probing_ = false;
   if (best > 0) return best;
-  if (++steps_without_ < kProbeEvery) return 0;
+  if (++steps_without_ < probe_wait_) return 0;
   steps_without_ = 0;
+  probing_ = true;
   return 1;
 }
 
@@ -25,6 +29,9 @@ void DraftLength::observe(int32_t drafted, int32_t accepted) {
   rejected_ = kDecay * rejected_ + (accepted < drafted ? 1.0 : 0.0);
   prior_ *= kDecay;
   steps_without_ = 0;
+  if (accepted > 0) probe_wait_ = kProbeFirst;
+  else if (probing_) probe_wait_ = std::min(2 * probe_wait_, kProbeLast);
+  probing_ = false;
 }
 
 }  // namespace moe

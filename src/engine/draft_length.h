@@ -7,8 +7,9 @@
 // chosen is the k in 0..max_k that gives the most tokens per unit of cost. a is estimated
 // from the request's recent drafts: decayed counts of accepted and of rejected positions,
 // and a prior of one accepted that decays with them, so that the estimate is unbiased once
-// a few steps have verified drafts. When that says not to draft, one token is still drafted every
-// kProbeEvery steps, so a request whose text turns predictable is noticed.
+// a few steps have verified drafts. When that says not to draft, one token is still drafted
+// after kProbeFirst steps, so a request whose text turns predictable is noticed; each probe
+// that fails doubles the wait, up to kProbeLast steps, and any accepted draft resets it.
 //
 // The cost grows with the sequences decoded together: alone, a drafted position mostly
 // adds its experts' bytes to a memory-bound step; in a batch that already reads most
@@ -21,9 +22,8 @@ namespace moe {
 
 class DraftLength {
  public:
-  static constexpr int32_t kProbeEvery = 16;
+  static constexpr int32_t kProbeFirst = 16, kProbeLast = 64;
   static constexpr double kDecay = 0.8;
-
   static constexpr double kCostAlone = 0.4, kCostBatched = 0.55;
 
   // A drafted position's cost, in plain steps, when n_seqs sequences decode together.
@@ -42,6 +42,8 @@ class DraftLength {
  private:
   double accepted_ = 0.0, rejected_ = 0.0, prior_ = 1.0;
   int32_t steps_without_ = 0;
+  int32_t probe_wait_ = kProbeFirst;
+  bool probing_ = false;  // the last choice was a probe
 };
 
 }  // namespace moe

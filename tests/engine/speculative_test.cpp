@@ -462,8 +462,8 @@ TEST_P(EndToEnd, AlwaysRightAndAlwaysWrongDraftersChangeNothingButTheSteps) {
     // Always right: the first token from the prompt, then 4 per step (3 drafts + 1).
     if (right) EXPECT_EQ(m.spec_decode_num_drafts, jobs.size() * 5);
     if (right) continue;
-    // Always wrong: 3 drafts, then 1, then none but a probe of 1 every 16 steps (19 decode
-    // steps here); drafting every step, 3 a step.
+    // Always wrong: 3 drafts, then at most 1, then none but a probe of 1 after 16 steps (19
+    // decode steps here); drafting every step, 3 a step.
     for (size_t i = 0; i < jobs.size(); ++i) EXPECT_LE(spec.at(int64_t(i)).last.n_draft_tokens, 3 + 1 + 1) << i;
     auto fixed_drafter = std::make_unique<ScriptedDrafter>();
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -483,7 +483,7 @@ TEST_P(EndToEnd, AlwaysRightAndAlwaysWrongDraftersChangeNothingButTheSteps) {
 }
 
 // The draft length follows the acceptance: all drafts right, the most; none right, none
-// (but a probe of one every kProbeEvery steps); about half right, fewer than the most.
+// (but probes of one, ever further apart).
 TEST(DraftLength, FollowsTheAcceptance) {
   DraftLength right;
   for (int i = 0; i < 50; ++i) {
@@ -495,14 +495,20 @@ TEST(DraftLength, FollowsTheAcceptance) {
   wrong.observe(3, 0);
   EXPECT_EQ(wrong.choose(3), 1);
   wrong.observe(1, 0);
-  int32_t drafted = 0;
-  for (int i = 0; i < 10 * DraftLength::kProbeEvery; ++i) {
+  // Probes of one token, each failed one doubling the wait: after 16, 32, 64, 64, ... steps.
+  std::vector<int> probes;
+  for (int i = 1; i <= 300; ++i) {
     const int32_t k = wrong.choose(3);
-    EXPECT_LE(k, 1);
-    drafted += k;
+    ASSERT_LE(k, 1);
+    if (k == 1) probes.push_back(i);
     wrong.observe(k, 0);
   }
-  EXPECT_EQ(drafted, 10);
+  EXPECT_EQ(probes, (std::vector<int>{16, 48, 112, 176, 240}));
+  // A probe that is accepted brings the short wait back.
+  wrong.observe(1, 1);
+  int32_t steps = 1;
+  while (wrong.choose(3) == 0) ++steps;
+  EXPECT_LE(steps, DraftLength::kProbeFirst);
   EXPECT_EQ(DraftLength().choose(0), 0);
 }
 

@@ -27,7 +27,6 @@ void DraftLength::observe(int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
   accepted_ = kDecay * accepted_ + double(accepted);
   rejected_ = kDecay * rejected_ + (accepted < drafted ? 1.0 : 0.0);
-  prior_ *= kDecay;
   steps_without_ = 0;
   if (accepted > 0) probe_wait_ = kProbeFirst;
   else if (probing_) probe_wait_ = std::min(2 * probe_wait_, kProbeLast);

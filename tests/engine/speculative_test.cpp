@@ -516,11 +516,12 @@ TEST(DraftLength, DraftsLessInABatch) {
   EXPECT_DOUBLE_EQ(DraftLength::cost(1), DraftLength::kCostAlone);
   EXPECT_LT(DraftLength::cost(4), DraftLength::cost(16));
   EXPECT_LT(DraftLength::cost(16), DraftLength::kCostBatched);
-  // Half the drafts right: worth one draft alone (1.5 tokens for 1.4 steps), not among 16
-  // sequences (1.5 for 1.52).
+  // Under half the drafts right: worth one draft alone (1.43 tokens for 1.4 steps), not
+  // among 16 sequences (1.43 for 1.54).
   DraftLength half;
-  for (int i = 0; i < 12; ++i) half.observe(1, i % 2 == 0 ? 1 : 0);
-  ASSERT_NEAR(half.acceptance(), 0.47, 0.05);
+  for (int i = 0; i < 12; ++i) half.observe(1, (i % 5 == 2 || i % 5 == 4) ? 1 : 0);
+  ASSERT_GT(half.acceptance(), 0.41);
+  ASSERT_LT(half.acceptance(), 0.5);
   DraftLength batched = half;
   EXPECT_EQ(half.choose(3, 1), 1);
   EXPECT_EQ(batched.choose(3, 16), 0);

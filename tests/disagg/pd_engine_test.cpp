@@ -231,10 +231,13 @@ TEST(PdEngine, BlocksOfAnotherKvDtypeAreRefused) {
   }
 }
 
+// A fixed draft length: the adaptive one also follows how many sequences decode together,
+// which differs between a unified engine and a decode instance fed by hand-offs.
 SpeculativeConfig mtp(int32_t k) {
   SpeculativeConfig c;
   c.method = SpeculativeConfig::Method::kMtp;
   c.num_speculative_tokens = k;
+  c.adaptive = false;
   return c;
 }
 

@@ -1,7 +1,7 @@
 // Attention over a bf16 KV cache with AVX512_BF16 dot products: the keys and values are
 // read as they are stored, never converted, and each VDPBF16PS does the work of two FMAs.
 // Kv heads shared by 16 or more query heads (MLA's latent row, wide GQA groups) take the
-// lanes kernels; narrower groups, blocks of rows against keys as in the f32 kernel.
+// lanes kernels, with rows in the lanes; narrower groups put 16 keys in the lanes.
 //
 // Lanes scores: queries rounded to bf16 once per segment and laid out as the f32 lanes kernel
 // lays them (rows in the lanes), in pairs of dims: qt[(p * kLaneRows + i)] holds row i's
@@ -86,45 +86,64 @@ void convert_queries_bf16(int rows, const float* const* q, int64_t dk, uint16_t*
     for (int64_t d = 0; d < dk; ++d) out[r * dk + d] = f32_to_bf16(q[r][d]);
 }
 
-// RB query rows against NP keys, 32 dims a step: RB * NP accumulators, each key load used
-// RB times and each query load NP times; a ragged dk ends with one masked step.
-template <int RB, int NP>
-MOE_BF16_INLINE void dot_tile(const uint16_t* const* q, const uint16_t* const* k, int64_t dk, float scale, float* s) {
-  __m512 acc[RB][NP];
-  for (int r = 0; r < RB; ++r)
-    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (int64_t d = 0; d < dk; d += 32) {
-    const __mmask32 m = dk - d >= 32 ? ~__mmask32(0) : __mmask32((1u << (dk - d)) - 1);
-    __m512i kv[NP];
-    for (int j = 0; j < NP; ++j) kv[j] = _mm512_maskz_loadu_epi16(m, k[j] + d);
-    for (int r = 0; r < RB; ++r) {
-      const __m512i qv = _mm512_maskz_loadu_epi16(m, q[r] + d);
-      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], __m512bh(qv), __m512bh(kv[j]));
-    }
+// Narrow groups (fewer rows than the lanes kernels need) put the keys in the lanes instead:
+// 16 keys' rows are transposed into pairs of dims, kt[p * 16 + j] = key j's dims 2p, 2p + 1,
+// and each query pair (one 32-bit broadcast) meets 16 keys in one VDPBF16PS, so no score
+// needs a horizontal sum. The transpose is paid once per 16 keys for all rows. Dims go in
+// slabs of kSlabPairs pairs, the scores accumulated in s from slab to slab.
+constexpr int64_t kSlabPairs = 64;
+
+// Keys j of 16 (repeats of the last past nj), pairs p0 .. p0 + np_ of each, transposed.
+MOE_BF16_INLINE void transpose_keys(const uint16_t* const* k, int64_t p0, int64_t n_pairs, uint32_t* kt) {
+  for (int64_t p = 0; p < n_pairs; p += 16) {
+    const __mmask16 m = tail16(std::min<int64_t>(16, n_pairs - p));
+    __m512 v[16];
+    for (int j = 0; j < 16; ++j) v[j] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, k[j] + 2 * (p0 + p)));
+    transpose16(v);
+    for (int i = 0; i < 16 && p + i < n_pairs; ++i) _mm512_store_ps(kt + (p + i) * 16, v[i]);
   }
-  store_scores<RB, NP>(acc, scale, s);
 }
 
-template <int NP>
-MOE_BF16 void dot_rows(int rb, const uint16_t* const* q, const uint16_t* const* k, int64_t dk, float scale, float* s) {
-  switch (rb) {
-    case 1: return dot_tile<1, NP>(q, k, dk, scale, s);
-    case 2: return dot_tile<2, NP>(q, k, dk, scale, s);
-    case 3: return dot_tile<3, NP>(q, k, dk, scale, s);
-    default: return dot_tile<4, NP>(q, k, dk, scale, s);
+// R rows against the slab's 16 transposed keys, added to (first: stored in) s; scale: the
+// last slab's factor (1 before it).
+template <int R>
+MOE_BF16_INLINE void keys_tile(const uint16_t* const* q, int64_t p0, int64_t n_pairs, const uint32_t* kt, bool first,
+                               float scale, int nj, float* s) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(tail16(nj), s + r * kChunk);
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    const __m512i kv = _mm512_load_si512(kt + p * 16);
+    for (int r = 0; r < R; ++r) acc[r] = dp_bcast(acc[r], kv, q[r] + 2 * (p0 + p));
   }
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(s + r * kChunk, tail16(nj), _mm512_mul_ps(acc[r], _mm512_set1_ps(scale)));
 }
 
 MOE_BF16 void scores_bf16(int rows, int np, const uint16_t* const* q, const uint16_t* const* k, int64_t dk, float scale,
                           float* s) {
-  // Blocks of 2 to 4 rows against 4 keys, as the f32 kernel's.
-  const int n_blocks = (rows + 3) / 4;
-  for (int b = 0; b < n_blocks; ++b) {
-    const int r0 = b * rows / n_blocks, rb = (b + 1) * rows / n_blocks - r0;
-    float* sb = s + r0 * kChunk;
-    int j = 0;
-    for (; j + 4 <= np; j += 4) dot_rows<4>(rb, q + r0, k + j, dk, scale, sb + j);
-    for (; j < np; ++j) dot_rows<1>(rb, q + r0, k + j, dk, scale, sb + j);
+  alignas(64) uint32_t kt[kSlabPairs * 16];
+  const int64_t pairs = dk / 2;
+  for (int j0 = 0; j0 < np; j0 += 16) {
+    const int nj = std::min(16, np - j0);
+    const uint16_t* kj[16];
+    for (int j = 0; j < 16; ++j) kj[j] = k[j0 + std::min(j, nj - 1)];
+    for (int64_t p0 = 0; p0 < pairs; p0 += kSlabPairs) {
+      const int64_t n_pairs = std::min(kSlabPairs, pairs - p0);
+      const bool first = p0 == 0;
+      const float f = p0 + n_pairs == pairs ? scale : 1.0f;
+      transpose_keys(kj, p0, n_pairs, kt);
+      int r = 0;
+      for (; r + 8 <= rows; r += 8) keys_tile<8>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0);
+      switch (rows - r) {
+        case 0: break;
+        case 1: keys_tile<1>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0); break;
+        case 2: keys_tile<2>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0); break;
+        case 3: keys_tile<3>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0); break;
+        case 4: keys_tile<4>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0); break;
+        case 5: keys_tile<5>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0); break;
+        case 6: keys_tile<6>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0); break;
+        default: keys_tile<7>(q + r, p0, n_pairs, kt, first, f, nj, s + r * kChunk + j0); break;
+      }
+    }
   }
 }
 

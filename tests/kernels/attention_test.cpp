@@ -109,6 +109,8 @@ std::vector<Layout> layouts() {
       // Enough heads per kv head for the AVX-512 scores with rows in the lanes, in groups
       // of 16 rows that straddle tokens, with ragged dims.
       mla("mla-wide-odd", 20, 29, 8),
+      // A key of three slabs of the bf16 narrow-group scores (64 dim pairs each, the last short).
+      gqa("gqa-long-keys", 6, 2, 290, 40),
   };
   // K and V of each head side by side: [k0 v0 k1 v1].
   Layout interleaved = gqa("gqa-kv-interleaved", 4, 2, 12, 10);

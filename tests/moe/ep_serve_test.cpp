@@ -199,11 +199,12 @@ TEST(EpServe, RanksThatSpeculateAnswerLikeOneProcessWithoutDrafts) {
     std::string model, config, counter;
   };
   const std::vector<Case> cases{
-      // A fixed draft length, so that drafts are verified every step whatever their fate.
+      // A fixed draft length, so that n-gram drafts are verified every step whatever their
+      // fate, and some are accepted.
       {model_file("deepseek2"), R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "adaptive": false})",
        "spec_decode_num_accepted_tokens_total"},
       // A random MTP layer's drafts are hardly ever right: that they were verified is what counts.
-      {model_file("deepseek2", "--nextn-layers 1", "deepseek2-mtp"), R"({"method": "mtp", "num_speculative_tokens": 2, "adaptive": false})",
+      {model_file("deepseek2", "--nextn-layers 1", "deepseek2-mtp"), R"({"method": "mtp", "num_speculative_tokens": 2})",
        "spec_decode_num_draft_tokens_total"}};
   int64_t decoder_moe_layers = 0;
   for (const Case& c : cases) {

@@ -415,7 +415,7 @@ void register_bench_model(CLI::App& bench) {
   add_model_options(*cmd, args->model);
   cmd->add_option("--pp", args->pp, "Prompt tokens per prefill run")->capture_default_str();
   cmd->add_option("--tg", args->tg, "Tokens per decode run")->capture_default_str();
-  cmd->add_option("--reps,-r", args->reps, "Repetitions")->capture_default_str();
+  cmd->add_option("--reps,-r", args->reps, "Repetitions of each run (with --speculative-config: pairs of runs without and with drafts)")->capture_default_str();
   cmd->add_option("--threads,-t", args->threads, "Compute threads (default: one per core)");
   cmd->add_option("--speculative-streams", args->speculative_streams,
                   "Requests the --speculative-config run decodes together (each its own random prompt of --pp tokens)")

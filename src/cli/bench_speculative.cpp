@@ -134,8 +134,9 @@ SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvD
   // Up to k tokens past tg, so that no request ends inside the timed steps.
   const int64_t n_tokens = tg + 1 + spec.num_speculative_tokens;
   std::optional<std::pair<std::vector<std::vector<int32_t>>, double>> known;
+  const int n_pairs = std::max(reps, 1);
   std::vector<SpecDecodeBench> pairs;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
+  for (int r = 0; r < n_pairs; ++r) {
     const Decoded plain = decode(model, tok, kv_dtype, SpeculativeConfig{}, std::nullopt, prompts, tg, n_tokens, pool);
     if (draft_acceptance && !known) known.emplace(plain.tokens, *draft_acceptance);
     const Decoded speculative = decode(model, tok, kv_dtype, spec, known, prompts, tg, n_tokens, pool);
@@ -143,7 +144,7 @@ SpecDecodeBench bench_speculative_decode(Model& model, const Tokenizer& tok, KvD
       fail("bench model: speculative decoding changed the greedy output (a bug: please report it with the command)");
     }
     pairs.push_back({plain.run, speculative.run, speculative.run.tokens_per_s / plain.run.tokens_per_s, 0, 0});
-    if (progress) progress(double(r + 1) / double(std::max(reps, 1)));
+    if (progress) progress(double(r + 1) / double(n_pairs));
   }
   std::sort(pairs.begin(), pairs.end(), [](const auto& x, const auto& y) { return x.speedup < y.speedup; });
   SpecDecodeBench median = pairs[pairs.size() / 2];

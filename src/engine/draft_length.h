@@ -9,9 +9,10 @@
 // plus one accepted as a prior. The prior keeps the estimate optimistic on purpose: a
 // request that stops drafting learns nothing more but from probes, so an estimate that
 // follows the counts alone stops too often on a few unlucky misses (measured: at an
-// acceptance of 0.7 it drafted half as often and lost the gain). When that says not to draft, one token is still drafted
-// after kProbeFirst steps, so a request whose text turns predictable is noticed; each probe
-// that fails doubles the wait, up to kProbeLast steps, and any accepted draft resets it.
+// acceptance of 0.7 it drafted half as often and lost the gain). When no length pays, one
+// token is still drafted after kProbeFirst steps, so a request whose text turns
+// predictable is noticed; each probe that fails doubles the wait, up to kProbeLast steps,
+// and any accepted draft resets it.
 //
 // The cost grows with the sequences decoded together: alone, a drafted position mostly
 // adds its experts' bytes to a memory-bound step; in a batch that already reads most

@@ -93,7 +93,7 @@ void convert_queries_bf16(int rows, const float* const* q, int64_t dk, uint16_t*
 // slabs of kSlabPairs pairs, the scores accumulated in s from slab to slab.
 constexpr int64_t kSlabPairs = 64;
 
-// Keys j of 16 (repeats of the last past nj), pairs p0 .. p0 + np_ of each, transposed.
+// The 16 keys' dim pairs p0 .. p0 + n_pairs - 1, transposed into kt.
 MOE_BF16_INLINE void transpose_keys(const uint16_t* const* k, int64_t p0, int64_t n_pairs, uint32_t* kt) {
   for (int64_t p = 0; p < n_pairs; p += 16) {
     const __mmask16 m = tail16(std::min<int64_t>(16, n_pairs - p));
